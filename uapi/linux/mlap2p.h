@@ -254,7 +254,7 @@ enum {
 	MLAP2P_A_DEV,			/* nest, one MLA (MLAP2P_A_DEV_*) */
 	MLAP2P_A_REGION,		/* nest, one region (MLAP2P_A_REGION_*) */
 	MLAP2P_A_STATS,			/* nest, counters (MLAP2P_A_STAT_*) */
-	MLAP2P_A_DEV_CAPACITY,		/* u64, bytes per MLA (SET_TOPO) */
+	MLAP2P_A_CAPACITY,		/* u64, bytes per MLA (SET_TOPO) */
 	MLAP2P_A_PAD,			/* pad for u64 attributes */
 
 	__MLAP2P_A_MAX,
