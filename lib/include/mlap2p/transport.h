@@ -59,6 +59,8 @@ struct ncclPeerInfo {
 	uint32_t mla;		/* MLA the core sits on */
 	int32_t pid;		/* for liveness checks */
 	uint64_t startTime;	/* process start time (clock ticks), pid reuse */
+	uint32_t rtKind;	/* runtime backend (1 kmod, 2 host) */
+	uint32_t topoHash;	/* fingerprint of the locality configuration */
 };
 
 /* The bootstrap exchange unit: one per connection, n << 7 bytes for n. */
