@@ -217,7 +217,39 @@ struct mlap2p_region_info {
 
 /*
  * Generic netlink family "mlap2p" (mlap2pctl).  Commands and attributes
- * start at 1.  Mutating commands need CAP_NET_ADMIN.
+ * start at 1.  Mutating commands need CAP_NET_ADMIN.  Every command is
+ * validated strictly: unknown attributes, wrong lengths and out-of-range
+ * values give -EINVAL with an extack message naming the attribute.
+ *
+ * GET_TOPO	doit: the summary: FAMILY, NUM_DEVICES, CORES_PER_DEVICE,
+ *		LNC, POD_TYPE, POD_NODES, NODE, TOPO_GENERATION, CAPACITY.
+ *		dumpit: one message per MLA of the pod, each one DEV nest
+ *		(every DEV_* but DEV_PAD), in MLA order; NLM_F_DUMP_INTR if
+ *		the topology changed during the dump.
+ * SET_TOPO	CAP_NET_ADMIN.  At least one of FAMILY, NUM_DEVICES,
+ *		CORES_PER_DEVICE, LNC, POD_TYPE, POD_NODES, NODE, CAPACITY.
+ *		A FAMILY other than the current one starts from that family's
+ *		defaults, otherwise the current topology is the start; each
+ *		attribute given then replaces one field.  The result is
+ *		validated as a whole and applied at once, or nothing changes.
+ *		-EBUSY while any region lives.  Sends EVENT_TOPO_CHANGE.
+ * GET_REGION	doit: a REGION nest with REGION_ID (required) in, one REGION
+ *		nest out.  dumpit: one REGION nest per live region, in id
+ *		order; a REGION nest with REGION_DEVICE in the request keeps
+ *		only that MLA's regions.  Without CAP_SYS_ADMIN a caller sees
+ *		only regions that one of its open /dev/mlap2p files holds a
+ *		handle to (owned or imported) when the request arrives; doit
+ *		gives -ENOENT for the others.  A dump walks by region id, so a
+ *		region live for the whole dump appears exactly once;
+ *		NLM_F_DUMP_INTR says regions came or went meanwhile.
+ * GET_STATS	doit: a STATS nest, then one DEV nest (DEV_MLA, DEV_CAPACITY,
+ *		DEV_USED) per MLA of this node.
+ * EVENT_*	multicast to "events" (joining needs CAP_SYS_ADMIN), one
+ *		message per event, sent by the call that caused it.
+ *		EVENT_REGION_* carry a REGION nest (REGION_ID, REGION_DEVICE,
+ *		REGION_SIZE, REGION_OWNER_PID) and PID; EVENT_TOPO_CHANGE
+ *		carries the GET_TOPO summary and PID.  Pids are as seen from
+ *		the pid namespace of the process that caused the event.
  */
 #define MLAP2P_GENL_NAME	"mlap2p"
 #define MLAP2P_GENL_VERSION	1
@@ -227,7 +259,7 @@ enum {
 	MLAP2P_CMD_UNSPEC,
 	MLAP2P_CMD_GET_TOPO,		/* doit: summary; dumpit: per MLA */
 	MLAP2P_CMD_SET_TOPO,		/* admin; -EBUSY while a region lives */
-	MLAP2P_CMD_GET_REGION,		/* dumpit */
+	MLAP2P_CMD_GET_REGION,		/* doit: one region; dumpit */
 	MLAP2P_CMD_GET_STATS,		/* doit */
 	MLAP2P_CMD_EVENT_REGION_NEW,	/* notifications, multicast "events" */
 	MLAP2P_CMD_EVENT_REGION_FREE,
@@ -254,8 +286,9 @@ enum {
 	MLAP2P_A_DEV,			/* nest, one MLA (MLAP2P_A_DEV_*) */
 	MLAP2P_A_REGION,		/* nest, one region (MLAP2P_A_REGION_*) */
 	MLAP2P_A_STATS,			/* nest, counters (MLAP2P_A_STAT_*) */
-	MLAP2P_A_CAPACITY,		/* u64, bytes per MLA (SET_TOPO) */
+	MLAP2P_A_CAPACITY,		/* u64, bytes per MLA */
 	MLAP2P_A_PAD,			/* pad for u64 attributes */
+	MLAP2P_A_PID,			/* u32, events: the acting process */
 
 	__MLAP2P_A_MAX,
 	MLAP2P_A_MAX = __MLAP2P_A_MAX - 1
