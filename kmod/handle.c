@@ -1,0 +1,191 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * mlap2p per-file handle tables.  A local handle is a small integer private
+ * to one open file; it holds one region reference.  Handles are created in
+ * two steps: reserve (limits checked, id taken, slot empty), then commit
+ * once the ioctl has told user space about it, so a failure in between
+ * (a bad output pointer, say) leaves nothing behind.
+ */
+#define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
+
+#include <linux/err.h>
+#include <linux/slab.h>
+#include <linux/xarray.h>
+
+#include "mlap2p.h"
+
+void mlap2p_file_init(struct mlap2p_file *f)
+{
+	mutex_init(&f->lock);
+	xa_init_flags(&f->handles, XA_FLAGS_ALLOC1);
+}
+
+/* Let go of @h's region: owner or importer accounting, then the reference. */
+static void mlap2p_handle_drop(struct mlap2p_handle *h)
+{
+	if (h->owned)
+		mlap2p_region_disown(h->region);
+	else
+		mlap2p_region_unimport(h->region);
+	mlap2p_region_put(h->region);
+	kfree(h);
+}
+
+/* The file's last reference is gone: no other thread can reach @f. */
+void mlap2p_file_release(struct mlap2p_file *f)
+{
+	struct mlap2p_handle *h;
+	unsigned long id;
+
+	xa_for_each(&f->handles, id, h) {
+		xa_erase(&f->handles, id);
+		mlap2p_handle_drop(h);
+	}
+	xa_destroy(&f->handles);
+	mutex_destroy(&f->lock);
+}
+
+/**
+ * mlap2p_handle_reserve() - take a handle id within the file's limits
+ * @f: the file
+ * @owned_bytes: size of the region to be allocated, 0 for an import
+ *
+ * Return: a handle with ->id set and no region, ERR_PTR(-ENOSPC) when the
+ * file holds max_regions_per_file handles, or ERR_PTR(-ENOMEM) when
+ * @owned_bytes would take the file past max_bytes_per_file_mb or memory
+ * is short.
+ */
+struct mlap2p_handle *mlap2p_handle_reserve(struct mlap2p_file *f,
+					    u64 owned_bytes)
+{
+	struct xa_limit lim = XA_LIMIT(1, MLAP2P_HANDLE_MAX);
+	u64 max_bytes = mlap2p_limit_bytes();
+	struct mlap2p_handle *h;
+	int ret;
+
+	h = kzalloc(sizeof(*h), GFP_KERNEL_ACCOUNT);
+	if (!h)
+		return ERR_PTR(-ENOMEM);
+
+	mutex_lock(&f->lock);
+	if (f->nr_handles >= mlap2p_limit_regions()) {
+		ret = -ENOSPC;
+		goto out_unlock;
+	}
+	/* The limit may have been lowered below what the file holds. */
+	if (owned_bytes > max_bytes - min(f->owned_bytes, max_bytes)) {
+		ret = -ENOMEM;
+		goto out_unlock;
+	}
+	/* A NULL entry reserves the id: lookups see nothing until commit. */
+	ret = xa_alloc_cyclic(&f->handles, &h->id, NULL, lim, &f->next_id,
+			      GFP_KERNEL_ACCOUNT);
+	if (ret < 0) {
+		ret = ret == -EBUSY ? -ENOSPC : ret;
+		goto out_unlock;
+	}
+	h->bytes = owned_bytes;
+	f->nr_handles++;
+	f->owned_bytes += owned_bytes;
+	mutex_unlock(&f->lock);
+	return h;
+
+out_unlock:
+	mutex_unlock(&f->lock);
+	kfree(h);
+	return ERR_PTR(ret);
+}
+
+static void mlap2p_handle_unaccount(struct mlap2p_file *f,
+				    const struct mlap2p_handle *h)
+{
+	lockdep_assert_held(&f->lock);
+	f->nr_handles--;
+	f->owned_bytes -= h->bytes;
+}
+
+/*
+ * Give back a reserved handle that was never committed; its ->region (if
+ * set) stays the caller's to put.
+ */
+void mlap2p_handle_cancel(struct mlap2p_file *f, struct mlap2p_handle *h)
+{
+	mutex_lock(&f->lock);
+	xa_erase(&f->handles, h->id);
+	mlap2p_handle_unaccount(f, h);
+	mutex_unlock(&f->lock);
+	kfree(h);
+}
+
+/*
+ * Publish a reserved handle whose ->region, ->owned and ->rdonly are set.
+ * From here the handle owns the region reference.  Storing into a reserved
+ * slot needs no memory, so this cannot fail.
+ */
+void mlap2p_handle_commit(struct mlap2p_file *f, struct mlap2p_handle *h)
+{
+	mutex_lock(&f->lock);
+	WARN_ON_ONCE(xa_is_err(xa_store(&f->handles, h->id, h, GFP_KERNEL)));
+	mutex_unlock(&f->lock);
+}
+
+/**
+ * mlap2p_handle_remove() - MEM_FREE (@owned) or IPC_CLOSE_HANDLE
+ * @f: the file
+ * @id: local handle
+ * @owned: true for MEM_FREE
+ *
+ * Return: 0, -ENOENT for an unknown handle, -EINVAL for a handle of the
+ * other kind.
+ */
+int mlap2p_handle_remove(struct mlap2p_file *f, u32 id, bool owned)
+{
+	struct mlap2p_handle *h;
+
+	mutex_lock(&f->lock);
+	h = xa_load(&f->handles, id);
+	if (!h) {
+		mutex_unlock(&f->lock);
+		return -ENOENT;
+	}
+	if (h->owned != owned) {
+		mutex_unlock(&f->lock);
+		return -EINVAL;
+	}
+	xa_erase(&f->handles, id);
+	mlap2p_handle_unaccount(f, h);
+	mutex_unlock(&f->lock);
+
+	/* Outside f->lock: the last put may free a large region. */
+	mlap2p_handle_drop(h);
+	return 0;
+}
+
+/**
+ * mlap2p_handle_get() - the region behind a local handle
+ * @f: the file
+ * @id: local handle
+ * @copy: filled with the handle's id and flags
+ *
+ * Return: the region with a new reference (the caller puts it), or
+ * ERR_PTR(-ENOENT).
+ */
+struct mlap2p_region *mlap2p_handle_get(struct mlap2p_file *f, u32 id,
+					struct mlap2p_handle *copy)
+{
+	struct mlap2p_handle *h;
+	struct mlap2p_region *r;
+
+	mutex_lock(&f->lock);
+	h = xa_load(&f->handles, id);
+	if (!h) {
+		mutex_unlock(&f->lock);
+		return ERR_PTR(-ENOENT);
+	}
+	/* The handle's own reference keeps the count above zero here. */
+	r = h->region;
+	kref_get(&r->ref);
+	*copy = *h;
+	mutex_unlock(&f->lock);
+	return r;
+}

@@ -1,0 +1,547 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * mlap2p region core: emulated device memory, its lifetime, IPC export and
+ * import, and the global state every region is accounted against (the
+ * topology, per-MLA usage and the counters).  No user-space access here.
+ *
+ * A region is created unpublished (capacity reserved, pages allocated) so
+ * the ioctl layer can hand results back to user space before anything else
+ * can see it; publishing puts it on the list and the id hash.  Its memory
+ * goes back to the system only when the last reference is put.
+ */
+#define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
+
+#include <linux/capability.h>
+#include <linux/cred.h>
+#include <linux/gfp.h>
+#include <linux/hashtable.h>
+#include <linux/minmax.h>
+#include <linux/mm.h>
+#include <linux/pid.h>
+#include <linux/random.h>
+#include <linux/sched.h>
+#include <linux/sched/signal.h>
+#include <linux/slab.h>
+#include <linux/string.h>
+#include <linux/user_namespace.h>
+#ifdef MLAP2P_HAVE_CRYPTO_UTILS_H
+#include <crypto/utils.h>
+#else
+#include <crypto/algapi.h>
+#endif
+
+#include "mlap2p.h"
+
+/* See the lock order in mlap2p.h.  Protects everything below. */
+static DEFINE_MUTEX(mlap2p_lock);
+static LIST_HEAD(mlap2p_regions);
+static DEFINE_HASHTABLE(mlap2p_region_hash, 8);
+static u64 mlap2p_next_id = 1;
+static unsigned int mlap2p_nr_regions;	/* including unpublished ones */
+static struct mlap2p_config mlap2p_cfg;
+static u64 mlap2p_used[MLAP2P_MAX_MLAS];
+static struct mlap2p_stats mlap2p_stats;
+
+static void mlap2p_stats_add_bytes(u64 bytes)
+{
+	lockdep_assert_held(&mlap2p_lock);
+	mlap2p_stats.live_bytes += bytes;
+	if (mlap2p_stats.live_bytes > mlap2p_stats.hwm_bytes)
+		mlap2p_stats.hwm_bytes = mlap2p_stats.live_bytes;
+}
+
+/*
+ * Reserve @r->size bytes on @r->device and give @r an id.  -EINVAL for an
+ * MLA outside the topology, -ENOSPC when the MLA is full.
+ */
+static int mlap2p_region_reserve(struct mlap2p_region *r)
+{
+	u32 mlas;
+	int ret = 0;
+
+	mutex_lock(&mlap2p_lock);
+	mlas = mlap2p_topo_total_mlas(&mlap2p_cfg.topo);
+	if (r->device >= mlas || r->device >= MLAP2P_MAX_MLAS) {
+		ret = -EINVAL;
+		goto out_unlock;
+	}
+	if (r->size > mlap2p_cfg.dev_capacity - mlap2p_used[r->device]) {
+		ret = -ENOSPC;
+		goto out_unlock;
+	}
+	mlap2p_used[r->device] += r->size;
+	mlap2p_nr_regions++;
+	r->id = mlap2p_next_id++;
+out_unlock:
+	mutex_unlock(&mlap2p_lock);
+	return ret;
+}
+
+/*
+ * Fill @pages[0..@want) from one physically contiguous block, zeroed.
+ * Returns false if the allocator has no such block to spare.
+ */
+static bool mlap2p_alloc_contig(struct page **pages, unsigned long want)
+{
+	const gfp_t gfp = GFP_KERNEL_ACCOUNT | __GFP_ZERO | __GFP_NOWARN |
+			  __GFP_NORETRY;
+	unsigned int order = get_order(want << PAGE_SHIFT);
+	struct page *page;
+	unsigned long i;
+
+	page = alloc_pages(gfp, order);
+	if (!page)
+		return false;
+	/* Independent order-0 pages, so each can be mapped and freed alone. */
+	split_page(page, order);
+	for (i = 0; i < want; i++)
+		pages[i] = page + i;
+	for (; i < (1UL << order); i++)
+		__free_page(page + i);
+	return true;
+}
+
+static int mlap2p_alloc_single(struct page **pages, unsigned long want)
+{
+	const gfp_t gfp = GFP_KERNEL_ACCOUNT | __GFP_ZERO | __GFP_NOWARN;
+	unsigned long i;
+
+	for (i = 0; i < want; i++) {
+		pages[i] = alloc_page(gfp);
+		if (!pages[i])
+			return -ENOMEM;
+	}
+	return 0;
+}
+
+/*
+ * Back @r with 2 MiB chunks; where the allocator cannot give one, fall back
+ * to single pages for that chunk unless @contig.  On failure the pages
+ * allocated so far stay in @r->pages for the release to free.
+ */
+static int mlap2p_region_alloc_pages(struct mlap2p_region *r, bool contig)
+{
+	unsigned long i, want;
+	int ret;
+
+	r->pages = kvcalloc(r->nr_pages, sizeof(*r->pages), GFP_KERNEL_ACCOUNT);
+	if (!r->pages)
+		return -ENOMEM;
+
+	for (i = 0; i < r->nr_pages; i += want) {
+		want = min(r->nr_pages - i, MLAP2P_CHUNK_PAGES);
+		if (fatal_signal_pending(current))
+			return -EINTR;
+		if (mlap2p_alloc_contig(r->pages + i, want)) {
+			r->nr_contig += want;
+			continue;
+		}
+		if (contig)
+			return -ENOMEM;
+		ret = mlap2p_alloc_single(r->pages + i, want);
+		if (ret)
+			return ret;
+		cond_resched();
+	}
+	return 0;
+}
+
+/**
+ * mlap2p_region_create() - allocate an unpublished region
+ * @device: global MLA id
+ * @size: bytes, non-zero and a multiple of PAGE_SIZE
+ * @flags: MLAP2P_MEM_F_*
+ *
+ * Return: the region with one reference, or ERR_PTR(-EINVAL) for a bad
+ * MLA, -ENOSPC when the MLA is full, -ENOMEM or -EINTR.
+ */
+struct mlap2p_region *mlap2p_region_create(u32 device, u64 size, u32 flags)
+{
+	struct mlap2p_region *r;
+	int ret;
+
+	r = kzalloc(sizeof(*r), GFP_KERNEL_ACCOUNT);
+	if (!r)
+		return ERR_PTR(-ENOMEM);
+	kref_init(&r->ref);
+	INIT_LIST_HEAD(&r->node);
+	INIT_HLIST_NODE(&r->hnode);
+	r->device = device;
+	r->size = size;
+	r->nr_pages = size >> PAGE_SHIFT;
+
+	ret = mlap2p_region_reserve(r);
+	if (ret) {
+		kfree(r);
+		return ERR_PTR(ret);
+	}
+	ret = mlap2p_region_alloc_pages(r, flags & MLAP2P_MEM_F_CONTIG);
+	if (ret) {
+		mlap2p_region_put(r);
+		return ERR_PTR(ret);
+	}
+	return r;
+}
+
+static void mlap2p_region_release(struct kref *ref)
+{
+	struct mlap2p_region *r = container_of(ref, struct mlap2p_region, ref);
+	unsigned long i;
+
+	mutex_lock(&mlap2p_lock);
+	if (r->published) {
+		list_del(&r->node);
+		hash_del(&r->hnode);
+		mlap2p_stats.live_regions--;
+		mlap2p_stats.live_bytes -= r->size;
+	}
+	mlap2p_used[r->device] -= r->size;
+	mlap2p_nr_regions--;
+	mutex_unlock(&mlap2p_lock);
+
+	if (r->pages) {
+		for (i = 0; i < r->nr_pages && r->pages[i]; i++)
+			__free_page(r->pages[i]);
+		kvfree(r->pages);
+	}
+	if (r->exp_ns)
+		put_user_ns(r->exp_ns);
+	put_pid(r->owner);
+	kfree(r);
+}
+
+/* Drop one reference; the last one frees the region.  Not under mlap2p_lock. */
+void mlap2p_region_put(struct mlap2p_region *r)
+{
+	kref_put(&r->ref, mlap2p_region_release);
+}
+
+/* Make a new region visible: owned by current's thread group, openable. */
+void mlap2p_region_publish(struct mlap2p_region *r)
+{
+	mutex_lock(&mlap2p_lock);
+	r->published = true;
+	r->owned = true;
+	r->owner = get_pid(task_tgid(current));
+	list_add_tail(&r->node, &mlap2p_regions);
+	hash_add(mlap2p_region_hash, &r->hnode, r->id);
+	mlap2p_stats.live_regions++;
+	mlap2p_stats_add_bytes(r->size);
+	mlap2p_stats.live_handles++;
+	mlap2p_stats.allocs++;
+	mutex_unlock(&mlap2p_lock);
+	mlap2p_genl_notify(MLAP2P_CMD_EVENT_REGION_NEW, r);
+}
+
+/*
+ * The owner handle is gone (MEM_FREE or the owner's file closed).  The
+ * region can no longer be opened; importers and mappings keep it alive.
+ */
+void mlap2p_region_disown(struct mlap2p_region *r)
+{
+	struct pid *owner;
+
+	mutex_lock(&mlap2p_lock);
+	r->owned = false;
+	owner = r->owner;
+	r->owner = NULL;
+	mlap2p_stats.live_handles--;
+	mlap2p_stats.frees++;
+	mutex_unlock(&mlap2p_lock);
+	put_pid(owner);
+	mlap2p_genl_notify(MLAP2P_CMD_EVENT_REGION_FREE, r);
+}
+
+static void mlap2p_blob_fill(struct mlap2p_ipc_blob *b,
+			     const struct mlap2p_region *r, u32 flags)
+{
+	memset(b, 0, sizeof(*b));
+	b->magic = MLAP2P_IPC_MAGIC;
+	b->version = MLAP2P_IPC_VERSION;
+	b->flags = flags;
+	b->region_id = r->id;
+	memcpy(b->secret, r->exp[flags & MLAP2P_IPC_F_RDONLY].secret,
+	       sizeof(b->secret));
+}
+
+/**
+ * mlap2p_region_export() - IPC handle for an owned region
+ * @r: the region, referenced by the caller's owned handle
+ * @flags: MLAP2P_IPC_F_*, already validated
+ * @blob: filled with the handle
+ *
+ * Each export kind (read-write, read-only) gets its own 128-bit secret on
+ * first use; later exports of that kind return the same handle.  The first
+ * exporter's user namespace and euid are what importers are checked
+ * against, so a later export under other credentials is refused.
+ *
+ * Return: 0, -ENOENT if the owner handle went away meanwhile, or -EACCES.
+ */
+int mlap2p_region_export(struct mlap2p_region *r, u32 flags,
+			 struct mlap2p_ipc_blob *blob)
+{
+	struct user_namespace *ns = current_user_ns();
+	kuid_t euid = current_euid();
+	struct mlap2p_export *e = &r->exp[flags & MLAP2P_IPC_F_RDONLY];
+	int ret = 0;
+
+	mutex_lock(&mlap2p_lock);
+	if (!r->owned) {
+		ret = -ENOENT;
+		goto out_unlock;
+	}
+	if (!r->exp_ns) {
+		r->exp_ns = get_user_ns(ns);
+		r->exp_euid = euid;
+	} else if (r->exp_ns != ns || !uid_eq(r->exp_euid, euid)) {
+		ret = -EACCES;
+		goto out_unlock;
+	}
+	if (!e->valid) {
+		get_random_bytes(e->secret, sizeof(e->secret));
+		e->valid = true;
+	}
+	mlap2p_blob_fill(blob, r, flags);
+	mlap2p_stats.exports++;
+out_unlock:
+	mutex_unlock(&mlap2p_lock);
+	if (!ret)
+		mlap2p_genl_notify(MLAP2P_CMD_EVENT_REGION_EXPORT, r);
+	return ret;
+}
+
+static bool mlap2p_blob_well_formed(const struct mlap2p_ipc_blob *b)
+{
+	return b->magic == MLAP2P_IPC_MAGIC &&
+	       b->version == MLAP2P_IPC_VERSION &&
+	       !(b->flags & ~MLAP2P_IPC_F_ALL) &&
+	       !memchr_inv(b->zero, 0, sizeof(b->zero));
+}
+
+static struct mlap2p_region *mlap2p_region_find(u64 id)
+{
+	struct mlap2p_region *r;
+
+	lockdep_assert_held(&mlap2p_lock);
+	hash_for_each_possible(mlap2p_region_hash, r, hnode, id)
+		if (r->id == id)
+			return r;
+	return NULL;
+}
+
+/* May current open what was exported under @ns and @euid? */
+static bool mlap2p_may_import(struct user_namespace *ns, kuid_t euid)
+{
+	if (ns == current_user_ns() && uid_eq(euid, current_euid()))
+		return true;
+	return ns_capable(ns, CAP_IPC_OWNER);
+}
+
+/**
+ * mlap2p_region_open() - look up the region an IPC handle names
+ * @blob: the handle as user space passed it
+ * @rdonly: set to whether the handle grants read-only access
+ *
+ * The secret is checked (in constant time) before the credentials, so a
+ * caller without the secret learns nothing about the exporter.
+ *
+ * Return: the region with a new reference, ERR_PTR(-ENOENT) for a
+ * malformed, forged or stale handle (or a region whose owner freed it), or
+ * ERR_PTR(-EACCES) for a caller the exporter's credentials do not admit.
+ */
+struct mlap2p_region *mlap2p_region_open(const struct mlap2p_ipc_blob *blob,
+					 bool *rdonly)
+{
+	unsigned int kind = blob->flags & MLAP2P_IPC_F_RDONLY;
+	struct user_namespace *ns = NULL;
+	struct mlap2p_region *r = NULL;
+	kuid_t euid;
+
+	if (!mlap2p_blob_well_formed(blob))
+		goto out_reject;
+
+	mutex_lock(&mlap2p_lock);
+	r = mlap2p_region_find(blob->region_id);
+	if (r && r->owned && r->exp[kind].valid &&
+	    !crypto_memneq(r->exp[kind].secret, blob->secret,
+			   sizeof(blob->secret)) &&
+	    kref_get_unless_zero(&r->ref)) {
+		ns = get_user_ns(r->exp_ns);
+		euid = r->exp_euid;
+	} else {
+		r = NULL;
+	}
+	mutex_unlock(&mlap2p_lock);
+	if (!r)
+		goto out_reject;
+
+	/* Outside mlap2p_lock: capability checks may audit. */
+	if (!mlap2p_may_import(ns, euid)) {
+		put_user_ns(ns);
+		mlap2p_region_put(r);
+		mlap2p_stats_rejected();
+		return ERR_PTR(-EACCES);
+	}
+	put_user_ns(ns);
+	*rdonly = kind;
+	return r;
+
+out_reject:
+	mlap2p_stats_rejected();
+	return ERR_PTR(-ENOENT);
+}
+
+/* A new imported handle refers to @r. */
+void mlap2p_region_import(struct mlap2p_region *r)
+{
+	mutex_lock(&mlap2p_lock);
+	r->importers++;
+	mlap2p_stats.live_handles++;
+	mlap2p_stats.opens++;
+	mutex_unlock(&mlap2p_lock);
+	mlap2p_genl_notify(MLAP2P_CMD_EVENT_REGION_OPEN, r);
+}
+
+/* An imported handle of @r is gone; the caller still holds its reference. */
+void mlap2p_region_unimport(struct mlap2p_region *r)
+{
+	mutex_lock(&mlap2p_lock);
+	r->importers--;
+	mlap2p_stats.live_handles--;
+	mlap2p_stats.closes++;
+	mutex_unlock(&mlap2p_lock);
+	mlap2p_genl_notify(MLAP2P_CMD_EVENT_REGION_CLOSE, r);
+}
+
+/*
+ * A new VMA maps @r.  The caller has already taken the reference the VMA
+ * will own; mlap2p_region_unmap() counts it out and puts it.
+ */
+void mlap2p_region_map(struct mlap2p_region *r)
+{
+	mutex_lock(&mlap2p_lock);
+	r->mappings++;
+	mlap2p_stats.live_mappings++;
+	mutex_unlock(&mlap2p_lock);
+}
+
+void mlap2p_region_unmap(struct mlap2p_region *r)
+{
+	mutex_lock(&mlap2p_lock);
+	r->mappings--;
+	mlap2p_stats.live_mappings--;
+	mutex_unlock(&mlap2p_lock);
+	mlap2p_region_put(r);
+}
+
+static void mlap2p_region_view_locked(const struct mlap2p_region *r,
+				      struct mlap2p_region_view *v)
+{
+	lockdep_assert_held(&mlap2p_lock);
+	v->id = r->id;
+	v->size = r->size;
+	v->device = r->device;
+	v->owner_pid = r->owner ? pid_vnr(r->owner) : 0;
+	v->importers = r->importers;
+	v->mappings = r->mappings;
+	v->exported = r->exp[0].valid || r->exp[1].valid;
+}
+
+void mlap2p_region_view(const struct mlap2p_region *r,
+			struct mlap2p_region_view *v)
+{
+	mutex_lock(&mlap2p_lock);
+	mlap2p_region_view_locked(r, v);
+	mutex_unlock(&mlap2p_lock);
+}
+
+int mlap2p_region_for_each(u64 from_id,
+			   int (*fn)(const struct mlap2p_region_view *v,
+				     void *arg),
+			   void *arg)
+{
+	struct mlap2p_region_view v;
+	struct mlap2p_region *r;
+	int ret = 0;
+
+	mutex_lock(&mlap2p_lock);
+	list_for_each_entry(r, &mlap2p_regions, node) {
+		if (r->id < from_id)
+			continue;
+		mlap2p_region_view_locked(r, &v);
+		ret = fn(&v, arg);
+		if (ret)
+			break;
+	}
+	mutex_unlock(&mlap2p_lock);
+	return ret;
+}
+
+void mlap2p_config_get(struct mlap2p_config *c)
+{
+	mutex_lock(&mlap2p_lock);
+	*c = mlap2p_cfg;
+	mutex_unlock(&mlap2p_lock);
+}
+
+int mlap2p_config_set(const struct mlap2p_topo *t, u64 dev_capacity)
+{
+	int ret = 0;
+
+	if (mlap2p_topo_validate(t) ||
+	    mlap2p_topo_total_mlas(t) > MLAP2P_MAX_MLAS)
+		return -EINVAL;
+	if (dev_capacity && (dev_capacity < PAGE_SIZE ||
+			     dev_capacity > MLAP2P_CAPACITY_MAX))
+		return -EINVAL;
+
+	mutex_lock(&mlap2p_lock);
+	if (mlap2p_nr_regions) {
+		ret = -EBUSY;
+		goto out_unlock;
+	}
+	mlap2p_cfg.topo = *t;
+	if (dev_capacity)
+		mlap2p_cfg.dev_capacity = dev_capacity;
+	mlap2p_cfg.generation++;
+out_unlock:
+	mutex_unlock(&mlap2p_lock);
+	return ret;
+}
+
+int mlap2p_topo_set(const struct mlap2p_topo *t)
+{
+	return mlap2p_config_set(t, 0);
+}
+
+/* Topology facts, capacity and usage of global MLA @mla; -EINVAL if none. */
+int mlap2p_dev_query(u32 mla, struct mlap2p_topo_dev *dev, u64 *capacity,
+		     u64 *used)
+{
+	int ret;
+
+	mutex_lock(&mlap2p_lock);
+	ret = mlap2p_topo_dev(&mlap2p_cfg.topo, mla, dev);
+	if (!ret && mla >= MLAP2P_MAX_MLAS)
+		ret = -EINVAL;
+	if (!ret) {
+		*capacity = mlap2p_cfg.dev_capacity;
+		*used = mlap2p_used[mla];
+	}
+	mutex_unlock(&mlap2p_lock);
+	return ret;
+}
+
+void mlap2p_stats_read(struct mlap2p_stats *s)
+{
+	mutex_lock(&mlap2p_lock);
+	*s = mlap2p_stats;
+	mutex_unlock(&mlap2p_lock);
+}
+
+void mlap2p_stats_rejected(void)
+{
+	mutex_lock(&mlap2p_lock);
+	mlap2p_stats.rejected++;
+	mutex_unlock(&mlap2p_lock);
+}
