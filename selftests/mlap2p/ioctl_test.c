@@ -352,63 +352,127 @@ TEST_F(dev, mem_alloc_rejects_unknown_flags_pad_reserved)
 	}
 }
 
-/* Larger than the whole MLA, and sizes whose page round-up wraps. */
+/*
+ * Larger than the whole MLA (within the file's byte limit, so the MLA is
+ * the limit that bites), then sizes past every limit, including ones whose
+ * page round-up would wrap to zero.
+ */
 TEST_F(dev, mem_alloc_over_device_capacity)
 {
 	const __u64 cap = self->info.dev_capacity;
-	struct mlap2p_mem_alloc a;
+	const __u64 huge[] = { ~0ULL, ~0ULL - self->page + 2, 1ULL << 63 };
 	struct mlap2p_dev_info d0, d1;
+	struct mlap2p_mem_alloc a;
+	size_t k;
+	int ret;
 
 	ASSERT_EQ(0, mlap2p_dev_info(self->fd, self->mla, &d0));
-	EXPECT_EQ(-MLAP2P_ELIMIT, mlap2p_alloc(self->fd, cap + self->page,
-					      self->mla, &a));
-	EXPECT_EQ(-MLAP2P_ELIMIT, mlap2p_alloc(self->fd, cap + 1, self->mla,
-					      &a));
-	EXPECT_EQ(-MLAP2P_ELIMIT, mlap2p_alloc(self->fd, ~0ULL, self->mla,
-					      &a));
-	EXPECT_EQ(-MLAP2P_ELIMIT, mlap2p_alloc(self->fd,
-					      ~0ULL - self->page + 2,
-					      self->mla, &a));
-	EXPECT_EQ(-MLAP2P_ELIMIT, mlap2p_alloc(self->fd, 1ULL << 63,
-					      self->mla, &a));
+	if (cap + self->page <= self->info.max_bytes_per_file) {
+		EXPECT_EQ(-MLAP2P_E_CAPACITY,
+			  mlap2p_alloc(self->fd, cap + self->page, self->mla,
+				       &a));
+		EXPECT_EQ(-MLAP2P_E_CAPACITY,
+			  mlap2p_alloc(self->fd, cap + 1, self->mla, &a));
+	} else {
+		ksft_print_msg("max_bytes_per_file <= dev_capacity: only the huge sizes\n");
+	}
+	for (k = 0; k < sizeof(huge) / sizeof(huge[0]); k++) {
+		/* Over both limits: either errno is right. */
+		ret = mlap2p_alloc(self->fd, huge[k], self->mla, &a);
+		EXPECT_TRUE(ret == -MLAP2P_E_CAPACITY || ret == -MLAP2P_E_BYTES)
+			TH_LOG("size 0x%llx: %d", (unsigned long long)huge[k],
+			       ret);
+	}
 	ASSERT_EQ(0, mlap2p_dev_info(self->fd, self->mla, &d1));
 	EXPECT_EQ(d0.used, d1.used);
 }
 
-/* More than one file may hold, in one allocation and by accumulation. */
-TEST_F(dev, mem_alloc_over_bytes_per_file)
-{
-	const __u64 max = self->info.max_bytes_per_file;
-	const __u64 chunk = mlap2p_round_up(max / 4, self->page);
-	struct mlap2p_mem_alloc a, b;
-	__u32 handles[8];
-	__u64 held = 0;
-	int n = 0, fd2, k;
+/*
+ * The per-file limits, lowered for the test through the module's writable
+ * parameters (root only) so they are cheap to reach: 8 MiB and 32 handles
+ * per file.  GET_INFO reports the values in force.
+ */
+#define LIMITS_BYTES_MB		8
+#define LIMITS_HANDLES		32
 
-	if (max >= self->info.dev_capacity)
-		SKIP(return, "max_bytes_per_file %llu >= dev_capacity",
-		     (unsigned long long)max);
-	EXPECT_EQ(-MLAP2P_ELIMIT, mlap2p_alloc(self->fd, max + self->page,
-					      self->mla, &a));
-	EXPECT_EQ(-MLAP2P_ELIMIT, mlap2p_alloc(self->fd, max + 1, self->mla,
-					      &a));
-	if (max > (128ULL << 20)) {
-		ksft_print_msg("max_bytes_per_file %llu: not filling it\n",
-			       (unsigned long long)max);
+FIXTURE(limits) {
+	int fd;
+	struct mlap2p_info info;
+	size_t page;
+	__u32 mla;
+	unsigned long saved_bytes_mb, saved_handles;
+	bool saved;
+	const char *skip;
+};
+
+FIXTURE_SETUP(limits)
+{
+	self->fd = mlap2p_dev_open();
+	ASSERT_LE(0, self->fd);
+	self->page = mlap2p_page_size();
+	if (geteuid() != 0) {
+		self->skip = "not root: cannot lower the module's limits";
 		return;
 	}
-	/* Fill the file to the byte with chunks, then one page more. */
-	while (held < max && n < 8) {
-		__u64 sz = max - held < chunk ? max - held : chunk;
-
-		ASSERT_EQ(0, mlap2p_alloc(self->fd, sz, self->mla, &a))
-			TH_LOG("held %llu of %llu", (unsigned long long)held,
-			       (unsigned long long)max);
-		handles[n++] = a.handle;
-		held += a.alloc_size;
+	if (mlap2p_param_read("max_bytes_per_file_mb", &self->saved_bytes_mb) ||
+	    mlap2p_param_read("max_regions_per_file", &self->saved_handles)) {
+		self->skip = "no max_bytes_per_file_mb/max_regions_per_file parameters";
+		return;
 	}
-	ASSERT_EQ(max, held);
-	EXPECT_EQ(-MLAP2P_ELIMIT, mlap2p_alloc(self->fd, 1, self->mla, &a));
+	self->saved = true;
+	ASSERT_EQ(0, mlap2p_param_write("max_bytes_per_file_mb",
+					LIMITS_BYTES_MB));
+	ASSERT_EQ(0, mlap2p_param_write("max_regions_per_file",
+					LIMITS_HANDLES));
+	ASSERT_EQ(0, mlap2p_get_info(self->fd, &self->info));
+	ASSERT_EQ((__u64)LIMITS_BYTES_MB << 20, self->info.max_bytes_per_file);
+	ASSERT_EQ((__u32)LIMITS_HANDLES, self->info.max_regions_per_file);
+	ASSERT_LE((__u64)LIMITS_BYTES_MB << 20, self->info.dev_capacity);
+	self->mla = mlap2p_local_mla(&self->info);
+}
+
+FIXTURE_TEARDOWN(limits)
+{
+	if (self->saved) {
+		mlap2p_param_write("max_bytes_per_file_mb",
+				   self->saved_bytes_mb);
+		mlap2p_param_write("max_regions_per_file", self->saved_handles);
+	}
+	if (self->fd > 0)
+		close(self->fd);
+}
+
+TEST_F(limits, bytes_per_file_in_one_allocation)
+{
+	const __u64 max = self->info.max_bytes_per_file;
+	struct mlap2p_mem_alloc a;
+
+	if (self->skip)
+		SKIP(return, "%s", self->skip);
+	EXPECT_EQ(-MLAP2P_E_BYTES, mlap2p_alloc(self->fd, max + self->page,
+						self->mla, &a));
+	EXPECT_EQ(-MLAP2P_E_BYTES, mlap2p_alloc(self->fd, max + 1, self->mla,
+						&a));
+	ASSERT_EQ(0, mlap2p_alloc(self->fd, max, self->mla, &a));
+	EXPECT_EQ(max, a.alloc_size);
+	EXPECT_EQ(-MLAP2P_E_BYTES, mlap2p_alloc(self->fd, 1, self->mla, &a));
+}
+
+TEST_F(limits, bytes_per_file_accumulate)
+{
+	const __u64 max = self->info.max_bytes_per_file;
+	struct mlap2p_mem_alloc a, b;
+	__u32 handles[4];
+	int k, fd2;
+
+	if (self->skip)
+		SKIP(return, "%s", self->skip);
+	for (k = 0; k < 4; k++) {
+		ASSERT_EQ(0, mlap2p_alloc(self->fd, max / 4, self->mla, &a))
+			TH_LOG("chunk %d", k);
+		handles[k] = a.handle;
+	}
+	EXPECT_EQ(-MLAP2P_E_BYTES, mlap2p_alloc(self->fd, 1, self->mla, &a));
 
 	/* The limit is per file: another file still gets memory. */
 	fd2 = mlap2p_dev_open();
@@ -416,13 +480,12 @@ TEST_F(dev, mem_alloc_over_bytes_per_file)
 	EXPECT_EQ(0, mlap2p_alloc(fd2, self->page, self->mla, &b));
 	close(fd2);
 
-	/* Freeing makes room again. */
-	ASSERT_EQ(0, mlap2p_free(self->fd, handles[--n]));
-	EXPECT_EQ(0, mlap2p_alloc(self->fd, self->page, self->mla, &a));
-	EXPECT_EQ(0, mlap2p_free(self->fd, a.handle));
-	for (k = 0; k < n; k++) {
-		EXPECT_EQ(0, mlap2p_free(self->fd, handles[k]));
-	}
+	/* Freeing makes room again, exactly as much as was freed. */
+	ASSERT_EQ(0, mlap2p_free(self->fd, handles[0]));
+	EXPECT_EQ(-MLAP2P_E_BYTES, mlap2p_alloc(self->fd, max / 4 + 1,
+						self->mla, &a));
+	EXPECT_EQ(0, mlap2p_alloc(self->fd, max / 4, self->mla, &a));
+	EXPECT_EQ(-MLAP2P_E_BYTES, mlap2p_alloc(self->fd, 1, self->mla, &a));
 }
 
 /*
@@ -430,24 +493,17 @@ TEST_F(dev, mem_alloc_over_bytes_per_file)
  * alike: fill a file with owned handles and one import, then one more of
  * either kind is refused.
  */
-TEST_F(dev, handles_over_regions_per_file)
+TEST_F(limits, handles_per_file)
 {
 	const __u32 max = self->info.max_regions_per_file;
 	struct mlap2p_mem_alloc a, other;
 	struct mlap2p_ipc_open o;
 	__u8 ipc[MLAP2P_IPC_HANDLE_SIZE];
-	__u32 *handles, k;
+	__u32 handles[LIMITS_HANDLES], k;
 	int fd2;
 
-	if (max > 65536)
-		SKIP(return, "max_regions_per_file %u is too many to fill",
-		     max);
-	if ((__u64)max * self->page > self->info.max_bytes_per_file ||
-	    (__u64)max * self->page > self->info.dev_capacity / 2)
-		SKIP(return, "%u pages exceed the byte limits", max);
-	handles = calloc(max, sizeof(*handles));
-	ASSERT_NE(NULL, handles);
-
+	if (self->skip)
+		SKIP(return, "%s", self->skip);
 	fd2 = mlap2p_dev_open();
 	ASSERT_LE(0, fd2);
 	ASSERT_EQ(0, mlap2p_alloc(fd2, self->page, self->mla, &other));
@@ -459,21 +515,18 @@ TEST_F(dev, handles_over_regions_per_file)
 		handles[k] = a.handle;
 	}
 	ASSERT_EQ(0, mlap2p_import(self->fd, ipc, &o));
-	EXPECT_EQ(-MLAP2P_ELIMIT, mlap2p_alloc(self->fd, self->page,
-					      self->mla, &a));
-	EXPECT_EQ(-MLAP2P_ELIMIT, mlap2p_import(self->fd, ipc, &o));
+	EXPECT_EQ(-MLAP2P_E_HANDLES, mlap2p_alloc(self->fd, self->page,
+						  self->mla, &a));
+	EXPECT_EQ(-MLAP2P_E_HANDLES, mlap2p_import(self->fd, ipc, &o));
 
-	/* Room again after one owned handle goes. */
-	if (max > 1) {
-		ASSERT_EQ(0, mlap2p_free(self->fd, handles[0]));
-		EXPECT_EQ(0, mlap2p_alloc(self->fd, self->page, self->mla, &a));
-		handles[0] = a.handle;
-		EXPECT_EQ(-MLAP2P_ELIMIT, mlap2p_alloc(self->fd, self->page,
-						      self->mla, &a));
-	}
-	/* Closing the file drops them all (lifetime_test checks counters). */
+	/* Room for one again after one owned handle goes. */
+	ASSERT_EQ(0, mlap2p_free(self->fd, handles[0]));
+	EXPECT_EQ(0, mlap2p_alloc(self->fd, self->page, self->mla, &a));
+	EXPECT_EQ(-MLAP2P_E_HANDLES, mlap2p_alloc(self->fd, self->page,
+						  self->mla, &a));
+	/* The other file is not affected. */
+	EXPECT_EQ(0, mlap2p_alloc(fd2, self->page, self->mla, &a));
 	close(fd2);
-	free(handles);
 }
 
 TEST_F(dev, mem_alloc_contig_when_supported)

@@ -60,10 +60,14 @@
 #define MLAP2P_SYSFS_DIR	"/sys/class/misc/mlap2p"
 
 /*
- * The errno of an allocation or import that runs into a limit (device
- * capacity, bytes per file, handles per file).
+ * Errnos of the limits.  uapi/linux/mlap2p.h does not name them; these are
+ * the ones the module documents on its parameters (modinfo mlap2p): an MLA
+ * that is full and a file at max_regions_per_file give -ENOSPC, a file at
+ * max_bytes_per_file_mb gives -ENOMEM.
  */
-#define MLAP2P_ELIMIT		ENOSPC
+#define MLAP2P_E_CAPACITY	ENOSPC
+#define MLAP2P_E_HANDLES	ENOSPC
+#define MLAP2P_E_BYTES		ENOMEM
 
 /* The exit status kselftest reads as "skipped". */
 #define MLAP2P_KSFT_SKIP	4
@@ -279,6 +283,48 @@ static inline __u32 mlap2p_total_mlas(const struct mlap2p_info *info)
 static inline void *mlap2p_map(int fd, __u64 cookie, size_t len, int prot)
 {
 	return mmap(NULL, len, prot, MAP_SHARED, fd, (off_t)cookie);
+}
+
+/* ------------------------------------------------------------------ */
+/* Module parameters (root only; the limits are writable at run time)   */
+/* ------------------------------------------------------------------ */
+
+#define MLAP2P_PARAM_DIR	"/sys/module/mlap2p/parameters"
+
+/* 0 and the parameter's value, or -errno. */
+static inline int mlap2p_param_read(const char *name, unsigned long *val)
+{
+	char path[256], buf[64];
+	ssize_t n;
+	int fd;
+
+	snprintf(path, sizeof(path), MLAP2P_PARAM_DIR "/%s", name);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return n < 0 ? -errno : -ENODATA;
+	buf[n] = '\0';
+	*val = strtoul(buf, NULL, 0);
+	return 0;
+}
+
+static inline int mlap2p_param_write(const char *name, unsigned long val)
+{
+	char path[256], buf[32];
+	int fd, len, ret = 0;
+
+	snprintf(path, sizeof(path), MLAP2P_PARAM_DIR "/%s", name);
+	fd = open(path, O_WRONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	len = snprintf(buf, sizeof(buf), "%lu\n", val);
+	if (write(fd, buf, (size_t)len) != len)
+		ret = -errno;
+	close(fd);
+	return ret;
 }
 
 /* ------------------------------------------------------------------ */
