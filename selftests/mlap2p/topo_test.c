@@ -28,6 +28,11 @@
 #pragma GCC diagnostic ignored "-Wunused-parameter"
 #include "kselftest_harness.h"
 
+/*
+ * ASSERT_*() expands to two statements (the check, then a for() that logs
+ * and bails), so a loop or if around one always takes braces.
+ */
+
 /* Typed copies of the constants, so the harness compares like with like. */
 static const __u32 E_NONE = MLAP2P_EDGE_NONE;
 static const __u32 E_LOCAL = MLAP2P_EDGE_LOCAL;
@@ -158,48 +163,50 @@ static int add_cfg(struct mlap2p_topo *out, int n, struct mlap2p_topo t)
 	return n;
 }
 
+/* One family/devices/cores/LNC combination: alone and in each pod. */
+static int add_pods(struct mlap2p_topo *out, int n, __u32 f, __u32 nd,
+		    __u32 cores, __u32 lnc)
+{
+	static const __u32 p2p_nodes[] = { 2, 3, 4, 5 };
+	static const __u32 sw_nodes[] = { 2, 3 };
+	unsigned int k;
+
+	n = add_cfg(out, n, mk(f, nd, cores, lnc, MLAP2P_POD_NONE, 1, 0));
+	for (k = 0; f == MLAP2P_FAMILY_TRN2 && k < ARRAY_SIZE(p2p_nodes); k++)
+		n = add_cfg(out, n, mk(f, nd, cores, lnc, MLAP2P_POD_P2P,
+				       p2p_nodes[k], p2p_nodes[k] - 1));
+	for (k = 0; f == MLAP2P_FAMILY_TRN3 && k < ARRAY_SIZE(sw_nodes); k++)
+		n = add_cfg(out, n, mk(f, nd, cores, lnc, MLAP2P_POD_SWITCH,
+				       sw_nodes[k], 1));
+	return n;
+}
+
+/*
+ * Every family, every LNC it allows, cores_per_device of lnc, the family
+ * default and 16, trn3 rings of 2, 4, 6, 16 and 64 MLAs, every pod type the
+ * family allows with several node counts, and two 64-node pods.
+ */
 static int build_cfgs(struct mlap2p_topo *out)
 {
 	static const __u32 ring_devs[] = { 2, 4, 6, 16, 64 };
-	static const __u32 p2p_nodes[] = { 2, 3, 4, 5 };
-	static const __u32 sw_nodes[] = { 2, 3 };
 	int n = 0;
-	__u32 f, lnc, ci, di, k;
+	__u32 f, lnc, ci, di;
 
 	for (f = MLAP2P_FAMILY_TRN1; f <= MLAP2P_FAMILY_TRN3; f++) {
-		for (lnc = 1; lnc <= 2; lnc++) {
-			__u32 cores[3];
+		bool ring = f == MLAP2P_FAMILY_TRN3;
 
-			if (f == MLAP2P_FAMILY_TRN1 && lnc != 1)
-				continue;
-			cores[0] = lnc;
-			cores[1] = f == MLAP2P_FAMILY_TRN1 ? 2 : 8;
-			cores[2] = 16;
-			for (ci = 0; ci < 3; ci++) {
-				__u32 ndevs = f == MLAP2P_FAMILY_TRN3 ? 5 : 1;
+		for (lnc = 1; lnc <= (f == MLAP2P_FAMILY_TRN1 ? 1U : 2U); lnc++) {
+			const __u32 cores[] = {
+				lnc, f == MLAP2P_FAMILY_TRN1 ? 2 : 8, 16
+			};
 
+			for (ci = 0; ci < ARRAY_SIZE(cores); ci++) {
 				if (ci && cores[ci] == cores[ci - 1])
 					continue;
-				for (di = 0; di < ndevs; di++) {
-					__u32 nd = f == MLAP2P_FAMILY_TRN3 ?
-						   ring_devs[di] : 16;
-
-					n = add_cfg(out, n, mk(f, nd, cores[ci], lnc,
-							       MLAP2P_POD_NONE, 1, 0));
-					if (f == MLAP2P_FAMILY_TRN2)
-						for (k = 0; k < 4; k++)
-							n = add_cfg(out, n,
-								    mk(f, nd, cores[ci], lnc,
-								       MLAP2P_POD_P2P,
-								       p2p_nodes[k],
-								       p2p_nodes[k] - 1));
-					if (f == MLAP2P_FAMILY_TRN3)
-						for (k = 0; k < 2; k++)
-							n = add_cfg(out, n,
-								    mk(f, nd, cores[ci], lnc,
-								       MLAP2P_POD_SWITCH,
-								       sw_nodes[k], 1));
-				}
+				for (di = 0; di < (ring ? ARRAY_SIZE(ring_devs) : 1); di++)
+					n = add_pods(out, n, f,
+						     ring ? ring_devs[di] : 16,
+						     cores[ci], lnc);
 			}
 		}
 	}
@@ -220,7 +227,7 @@ TEST(defaults_validate)
 	};
 	unsigned int i;
 
-	for (i = 0; i < sizeof(want) / sizeof(want[0]); i++) {
+	for (i = 0; i < ARRAY_SIZE(want); i++) {
 		struct mlap2p_topo t;
 
 		memset(&t, 0xa5, sizeof(t));
@@ -249,7 +256,7 @@ TEST(defaults_reject_unknown_family)
 
 	memset(&t, 0x5a, sizeof(t));
 	before = t;
-	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+	for (i = 0; i < ARRAY_SIZE(bad); i++) {
 		ASSERT_EQ(-EINVAL, mlap2p_topo_defaults(&t, bad[i]));
 		ASSERT_EQ(0, memcmp(&t, &before, sizeof(t)));
 	}
@@ -317,7 +324,7 @@ TEST(invalid_fields_each_rejected)
 {
 	unsigned int i;
 
-	for (i = 0; i < sizeof(bad_cases) / sizeof(bad_cases[0]); i++) {
+	for (i = 0; i < ARRAY_SIZE(bad_cases); i++) {
 		ASSERT_EQ(-EINVAL, mlap2p_topo_validate(&bad_cases[i].t))
 			TH_LOG("accepted: %s", bad_cases[i].why);
 		ASSERT_FALSE(oracle_valid(&bad_cases[i].t))
@@ -330,7 +337,7 @@ TEST(invalid_topology_every_function_fails)
 {
 	unsigned int i;
 
-	for (i = 0; i < sizeof(bad_cases) / sizeof(bad_cases[0]); i++) {
+	for (i = 0; i < ARRAY_SIZE(bad_cases); i++) {
 		const struct mlap2p_topo *t = &bad_cases[i].t;
 		struct mlap2p_topo_dev dev, dev_before;
 		__u32 a = POISON, b = POISON;
@@ -353,7 +360,7 @@ TEST(invalid_topology_every_function_fails)
 	ASSERT_EQ(0U, mlap2p_topo_total_mlas(NULL));
 }
 
-/* About a million combinations of field values against the oracle. */
+/* About two million combinations of field values against the oracle. */
 TEST(validate_grid_matches_oracle)
 {
 	static const __u32 fam[] = { 0, 1, 2, 3, 4, 0xffffffffU };
@@ -365,27 +372,36 @@ TEST(validate_grid_matches_oracle)
 	static const __u32 pods[] = { 0, 1, 2, 3, 0xffffffffU };
 	static const __u32 pnodes[] = { 0, 1, 2, 3, 4, 63, 64, 65, 0xffffffffU };
 	static const __u32 nodes[] = { 0, 1, 2, 3, 63, 64, 0xffffffffU };
-	unsigned long valid = 0, total = 0;
-	unsigned int a, b, c, d, e, f, g;
+	const unsigned long total = ARRAY_SIZE(fam) * ARRAY_SIZE(devs) *
+		ARRAY_SIZE(cores) * ARRAY_SIZE(lncs) * ARRAY_SIZE(pods) *
+		ARRAY_SIZE(pnodes) * ARRAY_SIZE(nodes);
+	unsigned long valid = 0, i;
 
-#define N(x) (sizeof(x) / sizeof((x)[0]))
-	for (a = 0; a < N(fam); a++)
-	for (b = 0; b < N(devs); b++)
-	for (c = 0; c < N(cores); c++)
-	for (d = 0; d < N(lncs); d++)
-	for (e = 0; e < N(pods); e++)
-	for (f = 0; f < N(pnodes); f++)
-	for (g = 0; g < N(nodes); g++) {
-		struct mlap2p_topo t = mk(fam[a], devs[b], cores[c], lncs[d],
-					  pods[e], pnodes[f], nodes[g]);
-		bool ok = oracle_valid(&t);
+	/* Walk the product of the value lists, one mixed-radix index. */
+	for (i = 0; i < total; i++) {
+		unsigned long r = i;
+		struct mlap2p_topo t;
+		bool ok;
 
-		total++;
+		t.node = nodes[r % ARRAY_SIZE(nodes)];
+		r /= ARRAY_SIZE(nodes);
+		t.pod_nodes = pnodes[r % ARRAY_SIZE(pnodes)];
+		r /= ARRAY_SIZE(pnodes);
+		t.pod_type = pods[r % ARRAY_SIZE(pods)];
+		r /= ARRAY_SIZE(pods);
+		t.lnc = lncs[r % ARRAY_SIZE(lncs)];
+		r /= ARRAY_SIZE(lncs);
+		t.cores_per_device = cores[r % ARRAY_SIZE(cores)];
+		r /= ARRAY_SIZE(cores);
+		t.num_devices = devs[r % ARRAY_SIZE(devs)];
+		r /= ARRAY_SIZE(devs);
+		t.family = fam[r];
+
+		ok = oracle_valid(&t);
 		valid += ok;
 		ASSERT_EQ(ok ? 0 : -EINVAL, mlap2p_topo_validate(&t))
 			TH_LOG("%s", cfg_str(&t));
 	}
-#undef N
 	TH_LOG("%lu of %lu combinations valid", valid, total);
 	ASSERT_GT(valid, 1000UL);
 }
@@ -398,9 +414,10 @@ TEST(property_configs_valid)
 
 	ASSERT_LT(n, MAX_CFGS);
 	ASSERT_GT(n, 100);
-	for (i = 0; i < n; i++)
+	for (i = 0; i < n; i++) {
 		ASSERT_EQ(0, mlap2p_topo_validate(&cfgs[i]))
 			TH_LOG("%s", cfg_str(&cfgs[i]));
+	}
 }
 
 /* ---- Worked examples: docs/topology.md, section "Worked examples" ---- */
@@ -548,8 +565,9 @@ static void expect_dev(struct __test_metadata *_metadata,
 	ASSERT_EQ(x, d.torus_x);
 	ASSERT_EQ(y, d.torus_y);
 	ASSERT_EQ(nn, d.num_neighbours);
-	for (k = 0; k < MLAP2P_MAX_NEIGHBOURS; k++)
+	for (k = 0; k < MLAP2P_MAX_NEIGHBOURS; k++) {
 		ASSERT_EQ(k < nn ? nbrs[k] : 0U, d.neighbours[k]);
+	}
 	ASSERT_EQ(first, d.first_core);
 	ASSERT_EQ(ncores, d.num_cores);
 }
@@ -614,11 +632,13 @@ static void check_devices(struct __test_metadata *_metadata,
 		for (k = 0; k < d.num_neighbours; k++) {
 			ASSERT_EQ(base, d.neighbours[k] / nd * nd);
 			ASSERT_NE(a, d.neighbours[k]);
-			if (k)
+			if (k) {
 				ASSERT_LT(d.neighbours[k - 1], d.neighbours[k]);
+			}
 		}
-		for (; k < MLAP2P_MAX_NEIGHBOURS; k++)
+		for (; k < MLAP2P_MAX_NEIGHBOURS; k++) {
 			ASSERT_EQ(0U, d.neighbours[k]);
+		}
 	}
 }
 
@@ -681,11 +701,13 @@ static void check_mla_pairs(struct __test_metadata *_metadata,
 					  oracle_dist(t, lm, lhi));
 				/* ... a shared neighbour whenever one exists ... */
 				ASSERT_EQ(0, mlap2p_topo_dev(t, m, &dm));
-				if (oracle_dist(t, llo, lhi) == 2)
+				if (oracle_dist(t, llo, lhi) == 2) {
 					ASSERT_TRUE(oracle_d2d(t, lm, lhi));
+				}
 				/* ... and on a torus, x is walked first. */
-				if (oracle_torus(t->family) && llo % 4 != lhi % 4)
+				if (oracle_torus(t->family) && llo % 4 != lhi % 4) {
 					ASSERT_EQ(llo / 4, lm / 4);
+				}
 			}
 		}
 		ASSERT_EQ(da.num_neighbours, n_d2d);
@@ -740,8 +762,9 @@ TEST(properties_all_configs)
 	       seen[MLAP2P_EDGE_RELAY], seen[MLAP2P_EDGE_POD],
 	       seen[MLAP2P_EDGE_NONE]);
 	/* Every class occurs. */
-	for (i = 0; i <= MLAP2P_EDGE_POD; i++)
+	for (i = 0; i <= MLAP2P_EDGE_POD; i++) {
 		ASSERT_GT(seen[i], 0UL);
+	}
 }
 
 /* ---- Bounds ---- */
@@ -893,31 +916,34 @@ TEST(parse_forms)
 	unsigned int i;
 	__u32 v;
 
-	for (i = 0; i < sizeof(fam) / sizeof(fam[0]); i++) {
+	for (i = 0; i < ARRAY_SIZE(fam); i++) {
 		v = POISON;
 		ASSERT_EQ(0, mlap2p_topo_parse_family(fam[i].s, &v)) TH_LOG("'%s'", fam[i].s);
 		ASSERT_EQ(fam[i].v, v);
 	}
-	for (i = 0; i < sizeof(pod) / sizeof(pod[0]); i++) {
+	for (i = 0; i < ARRAY_SIZE(pod); i++) {
 		v = POISON;
 		ASSERT_EQ(0, mlap2p_topo_parse_pod(pod[i].s, &v)) TH_LOG("'%s'", pod[i].s);
 		ASSERT_EQ(pod[i].v, v);
 	}
-	for (i = 0; i < sizeof(edge) / sizeof(edge[0]); i++) {
+	for (i = 0; i < ARRAY_SIZE(edge); i++) {
 		v = POISON;
 		ASSERT_EQ(0, mlap2p_topo_parse_edge(edge[i].s, &v)) TH_LOG("'%s'", edge[i].s);
 		ASSERT_EQ(edge[i].v, v);
 	}
 	v = POISON;
-	for (i = 0; i < sizeof(bad_fam) / sizeof(bad_fam[0]); i++)
+	for (i = 0; i < ARRAY_SIZE(bad_fam); i++) {
 		ASSERT_EQ(-EINVAL, mlap2p_topo_parse_family(bad_fam[i], &v))
 			TH_LOG("'%s'", show(bad_fam[i]));
-	for (i = 0; i < sizeof(bad_pod) / sizeof(bad_pod[0]); i++)
+	}
+	for (i = 0; i < ARRAY_SIZE(bad_pod); i++) {
 		ASSERT_EQ(-EINVAL, mlap2p_topo_parse_pod(bad_pod[i], &v))
 			TH_LOG("'%s'", show(bad_pod[i]));
-	for (i = 0; i < sizeof(bad_edge) / sizeof(bad_edge[0]); i++)
+	}
+	for (i = 0; i < ARRAY_SIZE(bad_edge); i++) {
 		ASSERT_EQ(-EINVAL, mlap2p_topo_parse_edge(bad_edge[i], &v))
 			TH_LOG("'%s'", show(bad_edge[i]));
+	}
 	ASSERT_EQ(POISON, v);
 	ASSERT_EQ(-EINVAL, mlap2p_topo_parse_family(NULL, &v));
 	ASSERT_EQ(-EINVAL, mlap2p_topo_parse_family("trn2", NULL));
