@@ -1,0 +1,43 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * hold_helper: not a test; rmmod.sh's accomplice.  Maps a region of
+ * /dev/mlap2p, closes every descriptor of the device, creates the file
+ * named by argv[1] to say so, then sleeps until killed.  Only the mapping
+ * (through its vm_file) keeps the module busy.
+ */
+#include "mlap2p_test.h"
+
+int main(int argc, char **argv)
+{
+	struct mlap2p_mem_alloc a;
+	struct mlap2p_info info;
+	size_t len = mlap2p_page_size();
+	int fd, ready;
+	char *p;
+
+	if (argc != 2) {
+		fprintf(stderr, "usage: %s READY_FILE\n", argv[0]);
+		return 2;
+	}
+	fd = mlap2p_dev_open();
+	if (fd < 0 || mlap2p_get_info(fd, &info) ||
+	    mlap2p_alloc(fd, len, mlap2p_local_mla(&info), &a)) {
+		perror("hold_helper: " MLAP2P_DEVICE_PATH);
+		return 1;
+	}
+	p = mlap2p_map(fd, a.mmap_cookie, len, PROT_READ | PROT_WRITE);
+	if (p == MAP_FAILED) {
+		perror("hold_helper: mmap");
+		return 1;
+	}
+	close(fd);
+	p[0] = 1;
+	ready = open(argv[1], O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+	if (ready < 0) {
+		perror("hold_helper: ready file");
+		return 1;
+	}
+	close(ready);
+	for (;;)
+		pause();
+}
