@@ -20,6 +20,7 @@
 #   MLAP2P_TEST_FILTER   glob(s), space separated: run only matching programs
 #   MLAP2P_TEST_TIMEOUT  seconds per program (default: "timeout=" in
 #                        DIR/settings, else 300)
+#   MLAP2P_TEST_COUNTS   file to write "passed failed skipped" to
 #
 # Exit status 0 only when nothing failed.  Runs under bash, dash and busybox sh.
 
@@ -31,7 +32,7 @@ me=$(basename "$0")
 splat='WARNING:|BUG:|Oops|KASAN|lockdep|possible circular|kmemleak|UBSAN|general protection'
 
 usage() {
-	sed -n '4,25p' "$0" | sed 's/^# \{0,1\}//'
+	sed -n '4,26p' "$0" | sed 's/^# \{0,1\}//'
 }
 
 while [ $# -gt 0 ]; do
@@ -179,7 +180,7 @@ while read -r name; do
 	totals=$(grep -E '^# Totals: pass:[0-9]+ fail:[0-9]+' "$tmp/out" | tail -n 1)
 	p=0 f=0 s=0
 	if [ -n "$totals" ]; then
-		p=$(echo "$totals" | sed 's/.*pass:\([0-9]*\).*/\1/')
+		p=$(echo "$totals" | sed 's/^# Totals: pass:\([0-9]*\).*/\1/')
 		f=$(echo "$totals" | sed 's/.* fail:\([0-9]*\).*/\1/')
 		s=$(echo "$totals" | sed 's/.* skip:\([0-9]*\).*/\1/')
 		case $s in *[!0-9]* | "") s=0 ;; esac
@@ -233,4 +234,7 @@ fi
 echo "# $n programs in $(($(date +%s) - run_start))s, $failed failed"
 echo "# Totals: pass:$cases_pass fail:$cases_fail xfail:0 xpass:0 skip:$cases_skip error:0"
 echo "selftests: $cases_pass passed, $cases_fail failed, $cases_skip skipped"
+if [ -n "${MLAP2P_TEST_COUNTS:-}" ]; then
+	echo "$cases_pass $cases_fail $cases_skip" >"$MLAP2P_TEST_COUNTS"
+fi
 [ $failed = 0 ]
