@@ -109,11 +109,11 @@ static bool slot_read(struct slot *s, __u8 *ipc, uint32_t *seed,
 
 	if (seq & 1)
 		return false;
+	/* Acquire loads keep the re-read of seq after them (no fences: TSan). */
 	for (k = 0; k < MLAP2P_IPC_HANDLE_SIZE; k++)
-		ipc[k] = __atomic_load_n(&s->ipc[k], __ATOMIC_RELAXED);
-	*seed = __atomic_load_n(&s->seed, __ATOMIC_RELAXED);
-	*len = __atomic_load_n(&s->len, __ATOMIC_RELAXED);
-	__atomic_thread_fence(__ATOMIC_ACQUIRE);
+		ipc[k] = __atomic_load_n(&s->ipc[k], __ATOMIC_ACQUIRE);
+	*seed = __atomic_load_n(&s->seed, __ATOMIC_ACQUIRE);
+	*len = __atomic_load_n(&s->len, __ATOMIC_ACQUIRE);
 	return *len && __atomic_load_n(&s->seq, __ATOMIC_RELAXED) == seq;
 }
 
@@ -459,11 +459,10 @@ static void *race_user(void *arg)
 		seq = __atomic_load_n(&r->cur_seq, __ATOMIC_ACQUIRE);
 		if (seq & 1 || !seq)
 			continue;
-		handle = __atomic_load_n(&r->handle, __ATOMIC_RELAXED);
-		cookie = __atomic_load_n(&r->cookie, __ATOMIC_RELAXED);
+		handle = __atomic_load_n(&r->handle, __ATOMIC_ACQUIRE);
+		cookie = __atomic_load_n(&r->cookie, __ATOMIC_ACQUIRE);
 		for (k = 0; k < sizeof(ipc); k++)
-			ipc[k] = __atomic_load_n(&r->ipc[k], __ATOMIC_RELAXED);
-		__atomic_thread_fence(__ATOMIC_ACQUIRE);
+			ipc[k] = __atomic_load_n(&r->ipc[k], __ATOMIC_ACQUIRE);
 		if (__atomic_load_n(&r->cur_seq, __ATOMIC_RELAXED) != seq)
 			continue;
 
