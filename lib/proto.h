@@ -1,0 +1,299 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * lib/proto.h: the data plane's protocol engines over one wired ncclConnInfo.
+ *
+ * On the hardware the collective kernels post and poll the FIFO; here the
+ * host does it, through the pointers the connect path wired into an
+ * ncclConnInfo.  The engines know nothing of communicators: they move one
+ * message over one link (a connector plus its buffer sizes) and never block.
+ * mlap2p_op_progress() does what can be done now and says whether it moved
+ * anything; callers (lib/dataplane.c, the unit tests) loop over their pending
+ * operations and, when a whole pass moved nothing, call mlap2p_spin_idle()
+ * and, when it says so, check abort and peer liveness.  A group of sends and
+ * receives therefore progresses together and a ring cannot deadlock.
+ *
+ * Contracts (reference/transport-anchors.md section 2):
+ *
+ *  - Each connector keeps a 64-bit step counter in conn.step that only grows.
+ *    Slot = step % NCCL_STEPS.  The receiver returns credit by storing the
+ *    next step into *head (release); the sender may use step s only once
+ *    *head + NCCL_STEPS >= s + 1 (acquire).
+ *  - SIMPLE: the sender copies one step's payload into the slot (or straight
+ *    into the peer's buffer, see below), writes sizesFifo[slot], then stores
+ *    *tail = step + 1 with release; the receiver acquires *tail, copies out,
+ *    releases *head.  Empty messages still move one step.
+ *  - LL: 16-byte lines {data32, flag32, data32, flag32}, flag = step + 1,
+ *    each half written as one aligned 8-byte store; the receiver takes a line
+ *    only when both flags match.  No tail.  A step with (step &
+ *    NCCL_LL_CLEAN_MASK) == NCCL_LL_CLEAN_MASK also rewrites the unused lines
+ *    of its slot with its flag, so no line keeps a flag old enough to match
+ *    again after the 32-bit wrap; the step whose flag would be 0 carries no
+ *    data (the sender zeroes its slot, the receiver skips it), so a zeroed
+ *    buffer never looks full whatever step a connection starts at.
+ *  - LL128 (CPU form): 128-byte lines of 15 payload words and a 64-bit flag
+ *    word (= step + 1) stored last with release; the reader acquires the
+ *    flag, then reads the payload.  The flag never wraps.
+ *
+ * Single copy (SIMPLE only).  Every SIMPLE message starts with an offer in
+ * the sender's ncclSendMem: the provider (the receiver in write mode, the
+ * sender in read mode) waits for *ptrExchange == NULL, fills the descriptor
+ * at MLAP2P_XCHG_OFFSET, then publishes *ptrExchange with release; the
+ * acceptor waits for non-NULL, reads the descriptor and clears the slot.
+ * *ptrExchange is the raw buffer pointer within one process (the legacy
+ * P2P/direct pointer contract), MLAP2P_XCHG_HANDLE when the descriptor holds a
+ * region's IPC handle and offset (across processes; the acceptor resolves it
+ * through the runtime and caches the mapping), or MLAP2P_XCHG_FIFO when the
+ * buffer cannot be reached and the slots carry the data.  The descriptor
+ * names the message's first step, so an offer can never be applied to the
+ * wrong message.  The step handshake runs unchanged in every mode; in read
+ * mode the sender returns only once *head shows the receiver has read all.
+ * A consequence worth knowing: a SIMPLE send waits for its receive to be
+ * posted (a rendezvous), as NCCL's does; post both inside a group.
+ */
+#ifndef MLAP2P_PROTO_H
+#define MLAP2P_PROTO_H
+
+#include <errno.h>
+#include <sched.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <mlap2p/transport.h>
+
+/* Where the single-copy descriptor lives: ncclSendMem's header page. */
+#define MLAP2P_XCHG_OFFSET	0x100
+
+/* *ptrExchange values other than a raw pointer. */
+#define MLAP2P_XCHG_FIFO	((void *)(uintptr_t)1)
+#define MLAP2P_XCHG_HANDLE	((void *)(uintptr_t)2)
+
+struct mlap2p_xchg {
+	uint64_t step;		/* first step of the message offered */
+	uint64_t bytes;		/* bytes reachable from offset */
+	uint64_t offset;	/* into the region named by ipc */
+	uint64_t pad;
+	uint8_t ipc[64];	/* the region's IPC handle */
+};
+
+_Static_assert(MLAP2P_XCHG_OFFSET >= offsetof(struct ncclSendMem, ptrExchange) +
+	       CACHE_LINE_SIZE, "descriptor must not share ptrExchange's line");
+_Static_assert(MLAP2P_XCHG_OFFSET + sizeof(struct mlap2p_xchg) <= MEM_ALIGN,
+	       "descriptor must fit the header page");
+
+/* LL and LL128 line geometry. */
+#define MLAP2P_LL_LINE		16
+#define MLAP2P_LL_PAYLOAD	8
+#define MLAP2P_LL128_LINE	128
+#define MLAP2P_LL128_PAYLOAD	120
+#define MLAP2P_LL128_FLAG_WORD	15
+
+/* struct mlap2p_link flags. */
+#define MLAP2P_LINK_READ	0x1	/* SIMPLE read mode: the receiver pulls */
+#define MLAP2P_LINK_SAMEPROC	0x2	/* raw pointers are valid on both ends */
+#define MLAP2P_LINK_NODIRECT	0x4	/* never offer this end's buffer */
+
+/*
+ * One end of a connection as the engines see it.  The callbacks belong to
+ * the caller; the engines call them only from mlap2p_op_progress().
+ */
+struct mlap2p_link {
+	struct ncclConnInfo *conn;	/* wired by the connect path */
+	size_t buffSizes[NCCL_NUM_PROTOCOLS];
+	size_t chunkSize;		/* SIMPLE bytes per step; 0 = stepSize */
+	unsigned int flags;		/* MLAP2P_LINK_* */
+	int peer;			/* peer rank, for messages */
+	int channel;
+	const volatile uint32_t *abortFlag;	/* non-zero: give up */
+	/* 0 while the peer lives, else -errno (the caller logs who died). */
+	int (*alive)(void *arg);
+	/* Single copy: does [buf, buf+bytes) lie in a region this end can
+	 * offer?  Fill x->ipc/offset and return 1, or return 0. */
+	int (*describe)(void *arg, const void *buf, size_t bytes,
+			struct mlap2p_xchg *x);
+	/* Map the peer's offer to a local pointer (cached); 0 or -errno. */
+	int (*resolve)(void *arg, const struct mlap2p_xchg *x, void **ptr);
+	void *arg;
+
+	/* engine state that outlives one message */
+	uint64_t head;			/* cached *conn->head (sender) */
+	uint64_t tail;			/* cached *conn->tail (receiver) */
+};
+
+/* Results of mlap2p_op_progress() besides -errno. */
+#define MLAP2P_OP_IDLE	0	/* nothing could move */
+#define MLAP2P_OP_MOVED	1	/* something moved; call again */
+#define MLAP2P_OP_DONE	2	/* the message is complete */
+
+/* How the data of a SIMPLE message travels (op->mode). */
+#define MLAP2P_MODE_FIFO	0
+#define MLAP2P_MODE_WRITE	1	/* sender writes into the peer's buffer */
+#define MLAP2P_MODE_READ	2	/* receiver reads the peer's buffer */
+
+struct mlap2p_op {
+	/* set by the caller */
+	struct mlap2p_link *link;
+	int proto;			/* NCCL_PROTO_* */
+	int send;			/* 1 = send, 0 = receive */
+	char *buf;
+	size_t bytes;
+	struct mlap2p_op *next;		/* free for the caller's queues */
+	void *owner;			/* free for the caller */
+
+	/* engine state, set by mlap2p_op_start() */
+	int state;
+	int mode;			/* MLAP2P_MODE_*, SIMPLE only */
+	uint64_t step;			/* next step to move (absolute) */
+	uint64_t left;			/* payload steps still to move */
+	uint64_t first;			/* first step of the message */
+	size_t perStep;			/* payload bytes per step */
+	size_t off;			/* payload bytes moved so far */
+	size_t line;			/* lines done in the current step */
+	char *peerBuf;			/* the peer's buffer, single copy */
+};
+
+/* Per-protocol engines (lib/proto_ll.c, proto_ll128.c, proto_simple.c). */
+int mlap2p_ll_start(struct mlap2p_op *op);
+int mlap2p_ll_progress(struct mlap2p_op *op);
+int mlap2p_ll128_start(struct mlap2p_op *op);
+int mlap2p_ll128_progress(struct mlap2p_op *op);
+int mlap2p_simple_start(struct mlap2p_op *op);
+int mlap2p_simple_progress(struct mlap2p_op *op);
+
+/* Payload bytes one step of proto carries on link (0: unusable). */
+size_t mlap2p_proto_step_bytes(const struct mlap2p_link *link, int proto);
+
+/*
+ * Start an operation once it is at the head of its link's queue (its first
+ * step is conn.step then).  0 or -errno.
+ */
+static inline int mlap2p_op_start(struct mlap2p_op *op)
+{
+	switch (op->proto) {
+	case NCCL_PROTO_LL:
+		return mlap2p_ll_start(op);
+	case NCCL_PROTO_LL128:
+		return mlap2p_ll128_start(op);
+	case NCCL_PROTO_SIMPLE:
+		return mlap2p_simple_start(op);
+	}
+	return -EINVAL;
+}
+
+/* MLAP2P_OP_IDLE, _MOVED, _DONE (conn.step then points past it), -errno. */
+static inline int mlap2p_op_progress(struct mlap2p_op *op)
+{
+	switch (op->proto) {
+	case NCCL_PROTO_LL:
+		return mlap2p_ll_progress(op);
+	case NCCL_PROTO_LL128:
+		return mlap2p_ll128_progress(op);
+	default:
+		return mlap2p_simple_progress(op);
+	}
+}
+
+/* Shared helpers for the engines. */
+static inline uint64_t mlap2p_load_acquire(const uint64_t *p)
+{
+	return __atomic_load_n(p, __ATOMIC_ACQUIRE);
+}
+
+static inline void mlap2p_store_release(uint64_t *p, uint64_t v)
+{
+	__atomic_store_n(p, v, __ATOMIC_RELEASE);
+}
+
+/*
+ * Sender credit: may step s be written?  Reloads *head only when the cached
+ * value says no, so the sender touches the shared line once per NCCL_STEPS
+ * messages in a steady stream.
+ */
+static inline int mlap2p_has_credit(struct mlap2p_link *link, uint64_t s)
+{
+	if (link->head + NCCL_STEPS >= s + 1)
+		return 1;
+	link->head = mlap2p_load_acquire(link->conn->head);
+	return link->head + NCCL_STEPS >= s + 1;
+}
+
+/* Receiver: has step s arrived (SIMPLE)? */
+static inline int mlap2p_has_data(struct mlap2p_link *link, uint64_t s)
+{
+	if (link->tail >= s + 1)
+		return 1;
+	link->tail = mlap2p_load_acquire(link->conn->tail);
+	return link->tail >= s + 1;
+}
+
+static inline size_t mlap2p_min(size_t a, size_t b)
+{
+	return a < b ? a : b;
+}
+
+/*
+ * The checks a waiter makes when mlap2p_spin_idle() says so: the abort flag,
+ * then the peer's liveness.  0, -ECANCELED or the callback's -errno.
+ */
+static inline int mlap2p_link_check(const struct mlap2p_link *link)
+{
+	if (link->abortFlag &&
+	    __atomic_load_n(link->abortFlag, __ATOMIC_RELAXED))
+		return -ECANCELED;
+	return link->alive ? link->alive(link->arg) : 0;
+}
+
+/*
+ * Idle waiting.  Callers loop "progress everything; if nothing moved,
+ * mlap2p_spin_idle()".  It spins tight at first (latency), then with pause,
+ * then yields the CPU on every call so that more ranks than cores still
+ * progress.  It returns 1 when the caller should check abort and liveness
+ * (every 256 idle calls, and on every yielding call).
+ */
+static inline void mlap2p_cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+	__builtin_ia32_pause();
+#elif defined(__aarch64__)
+	__asm__ __volatile__("yield" ::: "memory");
+#else
+	__asm__ __volatile__("" ::: "memory");
+#endif
+}
+
+struct mlap2p_spin {
+	uint32_t idle;
+	uint32_t tight;		/* idle calls before pausing */
+	uint32_t yield;		/* idle calls before yielding */
+};
+
+#define MLAP2P_SPIN_TIGHT	2048
+#define MLAP2P_SPIN_YIELD	20000
+
+static inline void mlap2p_spin_init(struct mlap2p_spin *s, uint32_t tight,
+				    uint32_t yield)
+{
+	s->idle = 0;
+	s->tight = tight;
+	s->yield = yield;
+}
+
+static inline void mlap2p_spin_moved(struct mlap2p_spin *s)
+{
+	s->idle = 0;
+}
+
+static inline int mlap2p_spin_idle(struct mlap2p_spin *s)
+{
+	uint32_t n = ++s->idle;
+
+	if (n >= s->yield) {
+		s->idle = s->yield;	/* saturate */
+		sched_yield();
+		return 1;
+	}
+	if (n >= s->tight)
+		mlap2p_cpu_relax();
+	return (n & 255) == 0;
+}
+
+#endif /* MLAP2P_PROTO_H */

@@ -1,0 +1,131 @@
+// SPDX-License-Identifier: MIT
+/*
+ * lib/proto_ll128.c: LL128 in its CPU form, for mid-sized messages.
+ *
+ * A line is 128 bytes: 15 payload words and a flag word (the last), so 120
+ * of every 128 bytes are payload.  On a GPU LL128 relies on 128-byte stores
+ * landing whole; a CPU has no such store, so here the writer copies the
+ * payload and then stores the flag (= step + 1, 64 bits, never wraps) with
+ * release, and the reader acquires the flag before it reads the payload.
+ * The receiver consumes lines as they arrive, so a message streams through
+ * line by line instead of slot by slot, and returns the slot with one
+ * release store of *head per step.
+ */
+#include <errno.h>
+#include <string.h>
+
+#include "proto.h"
+
+static inline size_t ll128_slot_lines(const struct mlap2p_link *link)
+{
+	return link->buffSizes[NCCL_PROTO_LL128] / NCCL_STEPS / MLAP2P_LL128_LINE;
+}
+
+static inline uint64_t *ll128_slot(const struct mlap2p_link *link,
+				   uint64_t step)
+{
+	size_t lines = ll128_slot_lines(link);
+
+	return (uint64_t *)(link->conn->buffs[NCCL_PROTO_LL128] +
+			    (step % NCCL_STEPS) * lines * MLAP2P_LL128_LINE);
+}
+
+int mlap2p_ll128_start(struct mlap2p_op *op)
+{
+	struct ncclConnInfo *conn = op->link->conn;
+
+	op->perStep = mlap2p_proto_step_bytes(op->link, NCCL_PROTO_LL128);
+	if (!op->perStep || !conn->buffs[NCCL_PROTO_LL128] ||
+	    ((uintptr_t)conn->buffs[NCCL_PROTO_LL128] & 7))
+		return -EINVAL;
+	op->first = op->step = conn->step;
+	op->left = op->bytes ? (op->bytes + op->perStep - 1) / op->perStep : 1;
+	op->off = 0;
+	op->line = 0;
+	op->state = 0;
+	op->mode = MLAP2P_MODE_FIFO;
+	return 0;
+}
+
+static int ll128_send(struct mlap2p_op *op)
+{
+	struct mlap2p_link *link = op->link;
+	struct ncclConnInfo *conn = link->conn;
+	int moved = 0;
+
+	while (op->left) {
+		uint64_t s = op->step;
+		size_t n = mlap2p_min(op->bytes - op->off, op->perStep);
+		size_t full = n / MLAP2P_LL128_PAYLOAD, i;
+		const char *src = op->buf + op->off;
+		uint64_t *line;
+
+		if (!mlap2p_has_credit(link, s))
+			return moved ? MLAP2P_OP_MOVED : MLAP2P_OP_IDLE;
+		line = ll128_slot(link, s);
+		for (i = 0; i < full; i++) {
+			memcpy(line, src + i * MLAP2P_LL128_PAYLOAD,
+			       MLAP2P_LL128_PAYLOAD);
+			__atomic_store_n(&line[MLAP2P_LL128_FLAG_WORD], s + 1,
+					 __ATOMIC_RELEASE);
+			line += MLAP2P_LL128_LINE / sizeof(*line);
+		}
+		if (n % MLAP2P_LL128_PAYLOAD || !n) {	/* a short last line */
+			memcpy(line, src + i * MLAP2P_LL128_PAYLOAD,
+			       n % MLAP2P_LL128_PAYLOAD);
+			__atomic_store_n(&line[MLAP2P_LL128_FLAG_WORD], s + 1,
+					 __ATOMIC_RELEASE);
+		}
+		op->off += n;
+		op->step = s + 1;
+		op->left--;
+		moved = 1;
+	}
+	conn->step = op->step;
+	return MLAP2P_OP_DONE;
+}
+
+static int ll128_recv(struct mlap2p_op *op)
+{
+	struct mlap2p_link *link = op->link;
+	struct ncclConnInfo *conn = link->conn;
+	int moved = 0;
+
+	while (op->left) {
+		uint64_t s = op->step;
+		size_t n = mlap2p_min(op->bytes - op->off, op->perStep);
+		size_t lines = n ? (n + MLAP2P_LL128_PAYLOAD - 1) / MLAP2P_LL128_PAYLOAD : 1;
+		char *dst = op->buf + op->off;
+		const uint64_t *base = ll128_slot(link, s);
+		size_t i;
+
+		for (i = op->line; i < lines; i++) {
+			const uint64_t *line = base + i * (MLAP2P_LL128_LINE / sizeof(*line));
+			size_t at = i * MLAP2P_LL128_PAYLOAD;
+
+			if (__atomic_load_n(&line[MLAP2P_LL128_FLAG_WORD],
+					    __ATOMIC_ACQUIRE) != s + 1) {
+				moved |= i > op->line;
+				op->line = i;
+				return moved ? MLAP2P_OP_MOVED : MLAP2P_OP_IDLE;
+			}
+			if (at + MLAP2P_LL128_PAYLOAD <= n)
+				memcpy(dst + at, line, MLAP2P_LL128_PAYLOAD);
+			else if (at < n)
+				memcpy(dst + at, line, n - at);
+		}
+		op->line = 0;
+		op->off += n;
+		op->step = s + 1;
+		op->left--;
+		moved = 1;
+		mlap2p_store_release(conn->head, op->step);
+	}
+	conn->step = op->step;
+	return MLAP2P_OP_DONE;
+}
+
+int mlap2p_ll128_progress(struct mlap2p_op *op)
+{
+	return op->send ? ll128_send(op) : ll128_recv(op);
+}

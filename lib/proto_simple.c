@@ -1,0 +1,220 @@
+// SPDX-License-Identifier: MIT
+/*
+ * lib/proto_simple.c: SIMPLE, the bulk protocol, and single copy.
+ *
+ * A step carries up to perStep bytes (the slot, buffSizes[SIMPLE] /
+ * NCCL_STEPS, or the link's smaller chunk).  Sender: wait for credit on
+ * *head, copy into the slot, write sizesFifo[slot], release *tail.  Receiver:
+ * acquire *tail, check sizesFifo[slot], copy out, release *head.  At most
+ * one step is copied per progress call, so a rank that both sends and
+ * receives interleaves the two.
+ *
+ * Every message starts with the ptrExchange offer (lib/proto.h); when it
+ * names a buffer the data skips the slot: in write mode the sender copies
+ * straight into the receiver's buffer, in read mode the receiver copies
+ * straight out of the sender's and the sender returns only once *head says
+ * it has.  The step handshake is the same in all modes.
+ */
+#include <errno.h>
+#include <string.h>
+
+#include "proto.h"
+
+enum { SIMPLE_XCHG, SIMPLE_STEPS, SIMPLE_DRAIN };
+
+static inline struct mlap2p_xchg *simple_xchg(struct ncclConnInfo *conn)
+{
+	char *sendMem = (char *)conn->ptrExchange -
+			offsetof(struct ncclSendMem, ptrExchange);
+
+	return (struct mlap2p_xchg *)(sendMem + MLAP2P_XCHG_OFFSET);
+}
+
+/* sizesFifo lives in the receiver's ncclRecvMem, which *tail points into. */
+static inline int *simple_sizes(struct ncclConnInfo *conn)
+{
+	if (conn->sizesFifo)
+		return conn->sizesFifo;
+	return ((struct ncclRecvMem *)conn->tail)->sizesFifo;
+}
+
+static inline char *simple_slot(struct mlap2p_op *op, uint64_t step)
+{
+	struct mlap2p_link *link = op->link;
+
+	return link->conn->buffs[NCCL_PROTO_SIMPLE] +
+	       (step % NCCL_STEPS) *
+	       (link->buffSizes[NCCL_PROTO_SIMPLE] / NCCL_STEPS);
+}
+
+/* Does this end publish the offer (else it accepts it)? */
+static inline int simple_provider(const struct mlap2p_op *op)
+{
+	return !!(op->link->flags & MLAP2P_LINK_READ) == !!op->send;
+}
+
+int mlap2p_simple_start(struct mlap2p_op *op)
+{
+	struct ncclConnInfo *conn = op->link->conn;
+
+	op->perStep = mlap2p_proto_step_bytes(op->link, NCCL_PROTO_SIMPLE);
+	if (!op->perStep || op->perStep > INT32_MAX ||
+	    !conn->buffs[NCCL_PROTO_SIMPLE])
+		return -EINVAL;
+	op->first = op->step = conn->step;
+	op->left = op->bytes ? (op->bytes + op->perStep - 1) / op->perStep : 1;
+	op->off = 0;
+	op->line = 0;
+	op->mode = MLAP2P_MODE_FIFO;
+	op->peerBuf = NULL;
+	op->state = conn->ptrExchange ? SIMPLE_XCHG : SIMPLE_STEPS;
+	return 0;
+}
+
+/* Publish this end's buffer, or say the slots will carry the data. */
+static int simple_offer(struct mlap2p_op *op)
+{
+	struct mlap2p_link *link = op->link;
+	void **px = link->conn->ptrExchange;
+	struct mlap2p_xchg *x = simple_xchg(link->conn);
+	void *val = MLAP2P_XCHG_FIFO;
+
+	if (__atomic_load_n(px, __ATOMIC_ACQUIRE))
+		return MLAP2P_OP_IDLE;	/* the last offer is not taken yet */
+	memset(x, 0, sizeof(*x));
+	x->step = op->first;
+	x->bytes = op->bytes;
+	if (op->bytes && !(link->flags & MLAP2P_LINK_NODIRECT)) {
+		if (link->flags & MLAP2P_LINK_SAMEPROC)
+			val = op->buf;
+		else if (link->describe &&
+			 link->describe(link->arg, op->buf, op->bytes, x) == 1)
+			val = MLAP2P_XCHG_HANDLE;
+	}
+	if (val != MLAP2P_XCHG_FIFO)
+		op->mode = op->send ? MLAP2P_MODE_READ : MLAP2P_MODE_WRITE;
+	__atomic_store_n(px, val, __ATOMIC_RELEASE);
+	op->state = SIMPLE_STEPS;
+	return MLAP2P_OP_MOVED;
+}
+
+/* Take the peer's offer for this message. */
+static int simple_accept(struct mlap2p_op *op)
+{
+	struct mlap2p_link *link = op->link;
+	void **px = link->conn->ptrExchange;
+	const struct mlap2p_xchg *x = simple_xchg(link->conn);
+	void *val = __atomic_load_n(px, __ATOMIC_ACQUIRE);
+	void *ptr = NULL;
+	int ret;
+
+	if (!val)
+		return MLAP2P_OP_IDLE;
+	if (x->step != op->first || x->bytes != op->bytes)
+		return -EPROTO;	/* the two ends disagree on the message */
+	if (val == MLAP2P_XCHG_HANDLE) {
+		if (!link->resolve)
+			return -EPROTO;
+		ret = link->resolve(link->arg, x, &ptr);
+		if (ret < 0)
+			return ret;
+	} else if (val != MLAP2P_XCHG_FIFO) {
+		ptr = val;
+	}
+	if (ptr) {
+		op->peerBuf = ptr;
+		op->mode = op->send ? MLAP2P_MODE_WRITE : MLAP2P_MODE_READ;
+	}
+	__atomic_store_n(px, NULL, __ATOMIC_RELEASE);
+	op->state = SIMPLE_STEPS;
+	return MLAP2P_OP_MOVED;
+}
+
+static int simple_send_steps(struct mlap2p_op *op)
+{
+	struct mlap2p_link *link = op->link;
+	struct ncclConnInfo *conn = link->conn;
+	int *sizes = simple_sizes(conn);
+	int moved = 0;
+
+	while (op->left) {
+		uint64_t s = op->step;
+		size_t n = mlap2p_min(op->bytes - op->off, op->perStep);
+
+		if (!mlap2p_has_credit(link, s))
+			return moved ? MLAP2P_OP_MOVED : MLAP2P_OP_IDLE;
+		if (op->mode == MLAP2P_MODE_WRITE)
+			memcpy(op->peerBuf + op->off, op->buf + op->off, n);
+		else if (op->mode == MLAP2P_MODE_FIFO)
+			memcpy(simple_slot(op, s), op->buf + op->off, n);
+		sizes[s % NCCL_STEPS] = (int)n;
+		op->off += n;
+		op->step = s + 1;
+		op->left--;
+		mlap2p_store_release(conn->tail, op->step);
+		moved = 1;
+		if (op->mode != MLAP2P_MODE_READ && op->left)
+			return MLAP2P_OP_MOVED;	/* one copy per call */
+	}
+	conn->step = op->step;
+	if (op->mode == MLAP2P_MODE_READ) {
+		op->state = SIMPLE_DRAIN;
+		return MLAP2P_OP_MOVED;
+	}
+	return MLAP2P_OP_DONE;
+}
+
+static int simple_recv_steps(struct mlap2p_op *op)
+{
+	struct mlap2p_link *link = op->link;
+	struct ncclConnInfo *conn = link->conn;
+	const int *sizes = simple_sizes(conn);
+	int moved = 0;
+
+	while (op->left) {
+		uint64_t s = op->step;
+		size_t n = mlap2p_min(op->bytes - op->off, op->perStep);
+
+		if (!mlap2p_has_data(link, s))
+			return moved ? MLAP2P_OP_MOVED : MLAP2P_OP_IDLE;
+		if (sizes[s % NCCL_STEPS] != (int)n)
+			return -EPROTO;
+		if (op->mode == MLAP2P_MODE_READ)
+			memcpy(op->buf + op->off, op->peerBuf + op->off, n);
+		else if (op->mode == MLAP2P_MODE_FIFO)
+			memcpy(op->buf + op->off, simple_slot(op, s), n);
+		op->off += n;
+		op->step = s + 1;
+		op->left--;
+		mlap2p_store_release(conn->head, op->step);
+		moved = 1;
+		if (op->mode != MLAP2P_MODE_WRITE && op->left)
+			return MLAP2P_OP_MOVED;
+	}
+	conn->step = op->step;
+	return MLAP2P_OP_DONE;
+}
+
+int mlap2p_simple_progress(struct mlap2p_op *op)
+{
+	int ret;
+
+	switch (op->state) {
+	case SIMPLE_XCHG:
+		ret = simple_provider(op) ? simple_offer(op) : simple_accept(op);
+		if (ret != MLAP2P_OP_MOVED)
+			return ret;
+		ret = op->send ? simple_send_steps(op) : simple_recv_steps(op);
+		return ret == MLAP2P_OP_IDLE ? MLAP2P_OP_MOVED : ret;
+	case SIMPLE_STEPS:
+		return op->send ? simple_send_steps(op) : simple_recv_steps(op);
+	case SIMPLE_DRAIN:
+		/* Read mode: the receiver copies from our buffer until *head
+		 * catches up with the last step. */
+		if (mlap2p_load_acquire(op->link->conn->head) < op->step)
+			return MLAP2P_OP_IDLE;
+		op->link->head = op->step;
+		return MLAP2P_OP_DONE;
+	}
+	return -EINVAL;
+}

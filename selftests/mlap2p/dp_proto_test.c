@@ -1,0 +1,654 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * dp_proto_test: the protocol engines (lib/proto_*.c) between two threads.
+ *
+ * No communicator and no module: each test lays out an ncclSendMem and an
+ * ncclRecvMem in aligned heap memory, wires a send and a receive
+ * ncclConnInfo by hand exactly as the P2P connect path does (write mode, or
+ * read mode with the SIMPLE buffer behind ncclSendMem), and moves messages
+ * between a sender thread and a receiver thread, checking every byte.
+ * Built plain, with ASan and with TSan.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "../../lib/proto.h"
+#include "kselftest_harness.h"
+
+#define KiB	1024UL
+#define MiB	(1024UL * 1024UL)
+
+/* ---- a hand-wired connection ------------------------------------------ */
+
+struct wire {
+	size_t buffSizes[NCCL_NUM_PROTOCOLS];
+	struct ncclSendMem *sendMem;
+	struct ncclRecvMem *recvMem;
+	struct ncclConnInfo sconn, rconn;
+	struct mlap2p_link slink, rlink;
+	uint32_t abortFlag;
+	int dead;		/* the liveness callback reports a dead peer */
+};
+
+static int wire_alive(void *arg)
+{
+	struct wire *w = arg;
+
+	return __atomic_load_n(&w->dead, __ATOMIC_RELAXED) ? -ECONNRESET : 0;
+}
+
+static void *xalloc(size_t size)
+{
+	void *p = aligned_alloc(MEM_ALIGN, (size + MEM_ALIGN - 1) & ~(MEM_ALIGN - 1UL));
+
+	if (p)
+		memset(p, 0, size);
+	return p;
+}
+
+static int wire_init(struct wire *w, size_t ll, size_t ll128, size_t simple,
+		     unsigned int flags, size_t chunk)
+{
+	size_t recvBytes = MEM_ALIGN + ll + ll128;
+	size_t sendBytes = MEM_ALIGN;
+	char *simpleBuf;
+	int i;
+
+	memset(w, 0, sizeof(*w));
+	w->buffSizes[NCCL_PROTO_LL] = ll;
+	w->buffSizes[NCCL_PROTO_LL128] = ll128;
+	w->buffSizes[NCCL_PROTO_SIMPLE] = simple;
+	if (flags & MLAP2P_LINK_READ)
+		sendBytes += simple;
+	else
+		recvBytes += simple;
+	w->sendMem = xalloc(sendBytes);
+	w->recvMem = xalloc(recvBytes);
+	if (!w->sendMem || !w->recvMem)
+		return -ENOMEM;
+	simpleBuf = (flags & MLAP2P_LINK_READ) ? w->sendMem->buff :
+		    w->recvMem->buff + ll + ll128;
+
+	/* The table of transport-anchors.md 1.3, both ends. */
+	for (i = 0; i < 2; i++) {
+		struct ncclConnInfo *c = i ? &w->rconn : &w->sconn;
+		struct mlap2p_link *l = i ? &w->rlink : &w->slink;
+
+		c->buffs[NCCL_PROTO_LL] = w->recvMem->buff;
+		c->buffs[NCCL_PROTO_LL128] = w->recvMem->buff + ll;
+		c->buffs[NCCL_PROTO_SIMPLE] = simpleBuf;
+		c->tail = &w->recvMem->tail;
+		c->head = &w->sendMem->head;
+		c->ptrExchange = &w->sendMem->ptrExchange;
+		/* leave sizesFifo NULL on the sender: the engine derives it */
+		c->sizesFifo = i ? w->recvMem->sizesFifo : NULL;
+		memcpy(l->buffSizes, w->buffSizes, sizeof(w->buffSizes));
+		l->conn = c;
+		l->flags = flags;
+		l->chunkSize = chunk;
+		l->peer = !i;
+		l->abortFlag = &w->abortFlag;
+		l->alive = wire_alive;
+		l->arg = w;
+	}
+	return 0;
+}
+
+static void wire_fini(struct wire *w)
+{
+	free(w->sendMem);
+	free(w->recvMem);
+}
+
+/* Start both counters at step (as if that many messages had gone by). */
+static void wire_set_step(struct wire *w, uint64_t step)
+{
+	w->sconn.step = w->rconn.step = step;
+	w->sendMem->head = step;
+	w->recvMem->tail = step;
+}
+
+/* ---- driving operations ------------------------------------------------ */
+
+/* Progress ops[0..n) together until all are done; 0 or the first -errno. */
+static int run_ops(struct mlap2p_op **ops, int n)
+{
+	struct mlap2p_spin spin;
+	int left = n, i, ret;
+
+	mlap2p_spin_init(&spin, MLAP2P_SPIN_TIGHT, 2000);
+	for (i = 0; i < n; i++) {
+		ret = mlap2p_op_start(ops[i]);
+		if (ret)
+			return ret;
+		ops[i]->owner = NULL;
+	}
+	while (left) {
+		int moved = 0;
+
+		for (i = 0; i < n; i++) {
+			if (ops[i]->owner)
+				continue;	/* done */
+			ret = mlap2p_op_progress(ops[i]);
+			if (ret < 0)
+				return ret;
+			if (ret == MLAP2P_OP_DONE) {
+				ops[i]->owner = ops[i];
+				left--;
+			}
+			moved |= ret != MLAP2P_OP_IDLE;
+		}
+		if (moved) {
+			mlap2p_spin_moved(&spin);
+		} else if (mlap2p_spin_idle(&spin)) {
+			for (i = 0; i < n; i++) {
+				ret = mlap2p_link_check(ops[i]->link);
+				if (ret)
+					return ret;
+			}
+		}
+	}
+	return 0;
+}
+
+static int run_one(struct mlap2p_link *link, int proto, int send, void *buf,
+		   size_t bytes)
+{
+	struct mlap2p_op op = {
+		.link = link, .proto = proto, .send = send,
+		.buf = buf, .bytes = bytes,
+	};
+	struct mlap2p_op *ops[1] = { &op };
+
+	return run_ops(ops, 1);
+}
+
+/* A pattern that catches shifted, repeated and stale bytes. */
+static void fill(char *buf, size_t n, uint64_t seed)
+{
+	uint64_t x = seed * 0x9e3779b97f4a7c15ULL + 1;
+	size_t i;
+
+	for (i = 0; i < n; i++) {
+		if (!(i & 7)) {
+			x ^= x << 13;
+			x ^= x >> 7;
+			x ^= x << 17;
+		}
+		buf[i] = (char)(x >> ((i & 7) * 8));
+	}
+}
+
+static size_t count_wrong(const char *got, size_t n, uint64_t seed)
+{
+	char *want = malloc(n ? n : 1);
+	size_t i, wrong = 0;
+
+	fill(want, n, seed);
+	for (i = 0; i < n; i++)
+		wrong += got[i] != want[i];
+	free(want);
+	return wrong;
+}
+
+/* A sender thread moving a list of messages. */
+struct sender {
+	struct mlap2p_link *link;
+	int nmsg;
+	const int *protos;
+	const size_t *sizes;
+	uint64_t seed;
+	useconds_t delay;	/* before each message larger than 64 bytes */
+	int ret;
+};
+
+static void *sender_main(void *arg)
+{
+	struct sender *s = arg;
+	size_t max = 1;
+	char *buf;
+	int m;
+
+	for (m = 0; m < s->nmsg; m++)
+		if (s->sizes[m] > max)
+			max = s->sizes[m];
+	buf = malloc(max);
+	if (!buf) {
+		s->ret = -ENOMEM;
+		return NULL;
+	}
+	for (m = 0; m < s->nmsg; m++) {
+		fill(buf, s->sizes[m], s->seed + m);
+		if (s->delay && s->sizes[m] > 64)
+			usleep(s->delay);
+		s->ret = run_one(s->link, s->protos[m], 1, buf, s->sizes[m]);
+		if (s->ret)
+			break;
+	}
+	free(buf);
+	return NULL;
+}
+
+/*
+ * Move nmsg messages; the receiver runs in the calling thread.  Returns the
+ * number of wrong bytes, or -errno from either end.
+ */
+static long transfer(struct wire *w, int nmsg, const int *protos,
+		     const size_t *sizes, uint64_t seed, useconds_t delay)
+{
+	struct sender s = {
+		.link = &w->slink, .nmsg = nmsg, .protos = protos,
+		.sizes = sizes, .seed = seed, .delay = delay,
+	};
+	size_t max = 1, wrong = 0;
+	pthread_t t;
+	char *buf;
+	int m, ret = 0;
+
+	for (m = 0; m < nmsg; m++)
+		if (sizes[m] > max)
+			max = sizes[m];
+	buf = malloc(max);
+	if (!buf || pthread_create(&t, NULL, sender_main, &s))
+		return -ENOMEM;
+	for (m = 0; m < nmsg; m++) {
+		memset(buf, 0xa5, sizes[m]);
+		ret = run_one(&w->rlink, protos[m], 0, buf, sizes[m]);
+		if (ret)
+			break;
+		wrong += count_wrong(buf, sizes[m], seed + m);
+	}
+	if (ret)	/* let a blocked sender go */
+		__atomic_store_n(&w->abortFlag, 1, __ATOMIC_RELAXED);
+	pthread_join(t, NULL);
+	free(buf);
+	if (ret)
+		return ret;
+	if (s.ret)
+		return s.ret;
+	return (long)wrong;
+}
+
+/* ---- byte-exact transfers of every protocol and mode ------------------- */
+
+FIXTURE(wire) {
+	struct wire w;
+};
+
+FIXTURE_VARIANT(wire) {
+	int proto;
+	size_t ll, ll128, simple, chunk;
+	unsigned int flags;
+};
+
+#define NCCL_DEFAULTS .ll = 512 * KiB, .ll128 = 4800 * KiB, .simple = 4 * MiB
+
+FIXTURE_VARIANT_ADD(wire, ll) {
+	.proto = NCCL_PROTO_LL, NCCL_DEFAULTS,
+};
+
+FIXTURE_VARIANT_ADD(wire, ll_small) {
+	.proto = NCCL_PROTO_LL, .ll = 2 * KiB, .ll128 = 8 * KiB, .simple = 8 * KiB,
+};
+
+FIXTURE_VARIANT_ADD(wire, ll128) {
+	.proto = NCCL_PROTO_LL128, NCCL_DEFAULTS,
+};
+
+FIXTURE_VARIANT_ADD(wire, ll128_small) {
+	.proto = NCCL_PROTO_LL128, .ll = 2 * KiB, .ll128 = 8 * KiB, .simple = 8 * KiB,
+};
+
+FIXTURE_VARIANT_ADD(wire, simple) {
+	.proto = NCCL_PROTO_SIMPLE, NCCL_DEFAULTS,
+};
+
+FIXTURE_VARIANT_ADD(wire, simple_small_chunk) {
+	.proto = NCCL_PROTO_SIMPLE, NCCL_DEFAULTS, .chunk = 3000,
+};
+
+FIXTURE_VARIANT_ADD(wire, simple_read) {
+	.proto = NCCL_PROTO_SIMPLE, NCCL_DEFAULTS, .flags = MLAP2P_LINK_READ,
+};
+
+FIXTURE_VARIANT_ADD(wire, simple_direct_write) {
+	.proto = NCCL_PROTO_SIMPLE, NCCL_DEFAULTS, .flags = MLAP2P_LINK_SAMEPROC,
+};
+
+FIXTURE_VARIANT_ADD(wire, simple_direct_read) {
+	.proto = NCCL_PROTO_SIMPLE, NCCL_DEFAULTS,
+	.flags = MLAP2P_LINK_SAMEPROC | MLAP2P_LINK_READ,
+};
+
+FIXTURE_SETUP(wire)
+{
+	ASSERT_EQ(0, wire_init(&self->w, variant->ll, variant->ll128,
+			       variant->simple, variant->flags, variant->chunk));
+}
+
+FIXTURE_TEARDOWN(wire)
+{
+	wire_fini(&self->w);
+}
+
+static const size_t exact_sizes[] = {
+	0, 1, 7, 8, 4095, 4096, 4097, MiB + 13, 64 * MiB,
+};
+
+TEST_F_TIMEOUT(wire, exact_sizes, 300)
+{
+	size_t n = sizeof(exact_sizes) / sizeof(exact_sizes[0]);
+	int protos[sizeof(exact_sizes) / sizeof(exact_sizes[0])];
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		protos[i] = variant->proto;
+	/* One message at a time, so a failure names its size. */
+	for (i = 0; i < n; i++) {
+		long wrong = transfer(&self->w, 1, &protos[i], &exact_sizes[i],
+				      i, 0);
+
+		ASSERT_EQ(0, wrong) TH_LOG("size %zu", exact_sizes[i]);
+	}
+	/* And all of them back to back. */
+	ASSERT_EQ(0, transfer(&self->w, n, protos, exact_sizes, 100, 0));
+}
+
+/* Many messages the receiver has not asked for yet: credit must hold. */
+TEST_F(wire, sender_runs_ahead)
+{
+	enum { N = 40 };
+	int protos[N];
+	size_t sizes[N];
+	int i;
+
+	for (i = 0; i < N; i++) {
+		protos[i] = variant->proto;
+		sizes[i] = 1 + i * 37;
+	}
+	ASSERT_EQ(0, transfer(&self->w, N, protos, sizes, 7, 0));
+	EXPECT_EQ((uint64_t)self->w.sconn.step, self->w.rconn.step);
+}
+
+/* ---- all three protocols on one connection, random sizes -------------- */
+
+/* For stand-alone tests that need a longer timeout than TEST() gives. */
+FIXTURE(solo) {
+	int unused;
+};
+
+FIXTURE_SETUP(solo)
+{
+	self->unused = 0;
+}
+
+FIXTURE_TEARDOWN(solo)
+{
+}
+
+TEST_F_TIMEOUT(solo, random_sizes_mixed_protocols, 300)
+{
+	enum { N = 3000 };
+	static const size_t smalls[][3] = {
+		{ 512 * KiB, 4800 * KiB, 4 * MiB },	/* NCCL's defaults */
+		{ 1 * KiB, 4 * KiB, 16 * KiB },		/* many steps */
+	};
+	static int protos[N];
+	static size_t sizes[N];
+	unsigned int seed = 12345;
+	int c, i;
+
+	for (c = 0; c < 2; c++) {
+		struct wire w;
+
+		ASSERT_EQ(0, wire_init(&w, smalls[c][0], smalls[c][1],
+				       smalls[c][2], c ? MLAP2P_LINK_SAMEPROC : 0, 0));
+		for (i = 0; i < N; i++) {
+			unsigned int r = rand_r(&seed);
+
+			protos[i] = r % 3;
+			/* mostly small, some up to 256 KiB */
+			sizes[i] = (r >> 4) % ((r & 0x100) ? 256 * KiB : 300);
+		}
+		ASSERT_EQ(0, transfer(&w, N, protos, sizes, 1000 * c, 0));
+		EXPECT_EQ(w.sconn.step, w.rconn.step);
+		wire_fini(&w);
+	}
+}
+
+/* ---- LL across the 32-bit flag wrap ------------------------------------ */
+
+/*
+ * Start next to the wrap with every line of every slot poisoned with the
+ * flag it will carry right after the wrap plus garbage data: the state an
+ * unlucky buffer is in after four billion one-line messages.  Short messages
+ * lead up to the wrap, then full-slot messages follow, each sent late on
+ * purpose.  Without the cleaning pass (and the zeroing of the flag-0 step's
+ * slot) the receiver would take those from the garbage.
+ */
+TEST_F_TIMEOUT(solo, ll_flag_wrap_cleaning, 120)
+{
+	enum { N = 48 };
+	const uint64_t start = 0x100000000ULL - 24;
+	int protos[N];
+	size_t sizes[N];
+	struct wire w;
+	size_t slotLines, l;
+	uint64_t s;
+	int i;
+
+	ASSERT_EQ(0, wire_init(&w, 4 * KiB, 8 * KiB, 8 * KiB, 0, 0));
+	slotLines = w.buffSizes[NCCL_PROTO_LL] / NCCL_STEPS / MLAP2P_LL_LINE;
+	for (s = 0x100000000ULL; s < 0x100000000ULL + NCCL_STEPS; s++) {
+		uint32_t *line = (uint32_t *)(w.sconn.buffs[NCCL_PROTO_LL] +
+				 (s % NCCL_STEPS) * slotLines * MLAP2P_LL_LINE);
+
+		for (l = 0; l < slotLines; l++) {
+			line[4 * l + 0] = 0xdeadbeef;
+			line[4 * l + 1] = (uint32_t)(s + 1);
+			line[4 * l + 2] = 0xdeadbeef;
+			line[4 * l + 3] = (uint32_t)(s + 1);
+		}
+	}
+	wire_set_step(&w, start);
+	for (i = 0; i < N; i++) {
+		protos[i] = NCCL_PROTO_LL;
+		sizes[i] = 8;
+	}
+	for (i = 23; i < 23 + 2 * NCCL_STEPS; i++)	/* from step 2^32 on */
+		sizes[i] = slotLines * MLAP2P_LL_PAYLOAD;
+	ASSERT_EQ(0, transfer(&w, N, protos, sizes, 77, 10000));
+	/* Both ends skipped the step whose flag is 0, and stayed in step. */
+	EXPECT_EQ(w.sconn.step, w.rconn.step);
+	EXPECT_EQ(start + N + 1, w.sconn.step);
+	EXPECT_EQ(0x100000000ULL - 1, w.sconn.llLastCleaning);
+	wire_fini(&w);
+}
+
+/* ---- a group: both directions of a ring step at once ------------------- */
+
+struct peer {
+	struct mlap2p_link *sendLink, *recvLink;
+	size_t bytes;
+	uint64_t seed;
+	size_t wrong;
+	int ret;
+};
+
+static void *peer_main(void *arg)
+{
+	struct peer *p = arg;
+	char *sbuf = malloc(p->bytes), *rbuf = malloc(p->bytes);
+	struct mlap2p_op s = {
+		.link = p->sendLink, .proto = NCCL_PROTO_SIMPLE, .send = 1,
+		.buf = sbuf, .bytes = p->bytes,
+	};
+	struct mlap2p_op r = {
+		.link = p->recvLink, .proto = NCCL_PROTO_SIMPLE, .send = 0,
+		.buf = rbuf, .bytes = p->bytes,
+	};
+	struct mlap2p_op *ops[2] = { &s, &r };
+
+	fill(sbuf, p->bytes, p->seed);
+	p->ret = run_ops(ops, 2);
+	if (!p->ret)
+		p->wrong = count_wrong(rbuf, p->bytes, p->seed ^ 1);
+	free(sbuf);
+	free(rbuf);
+	return NULL;
+}
+
+/*
+ * Two threads each send 8 MiB to the other through 64 KiB FIFOs.  Done one
+ * after the other this would deadlock (a SIMPLE send waits for its receive);
+ * progressed together it must complete.
+ */
+TEST(group_exchange_bigger_than_fifo)
+{
+	struct wire ab, ba;
+	struct peer a = { .bytes = 8 * MiB, .seed = 2 };
+	struct peer b = { .bytes = 8 * MiB, .seed = 3 };
+	pthread_t ta, tb;
+
+	ASSERT_EQ(0, wire_init(&ab, 8 * KiB, 16 * KiB, 64 * KiB, 0, 0));
+	ASSERT_EQ(0, wire_init(&ba, 8 * KiB, 16 * KiB, 64 * KiB, 0, 0));
+	a.sendLink = &ab.slink;
+	a.recvLink = &ba.rlink;
+	b.sendLink = &ba.slink;
+	b.recvLink = &ab.rlink;
+	ASSERT_EQ(0, pthread_create(&ta, NULL, peer_main, &a));
+	ASSERT_EQ(0, pthread_create(&tb, NULL, peer_main, &b));
+	pthread_join(ta, NULL);
+	pthread_join(tb, NULL);
+	EXPECT_EQ(0, a.ret);
+	EXPECT_EQ(0, b.ret);
+	EXPECT_EQ(0, a.wrong);
+	EXPECT_EQ(0, b.wrong);
+	wire_fini(&ab);
+	wire_fini(&ba);
+}
+
+/* ---- abort, a dead peer, a size mismatch -------------------------------- */
+
+static double now_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+struct later {
+	int *flag;
+	uint32_t *flag32;
+	useconds_t after;
+};
+
+static void *set_later(void *arg)
+{
+	struct later *l = arg;
+
+	usleep(l->after);
+	if (l->flag)
+		__atomic_store_n(l->flag, 1, __ATOMIC_RELAXED);
+	if (l->flag32)
+		__atomic_store_n(l->flag32, 1, __ATOMIC_RELAXED);
+	return NULL;
+}
+
+FIXTURE(lonely) {
+	struct wire w;
+};
+
+FIXTURE_VARIANT(lonely) {
+	int proto;
+	int send;
+};
+
+FIXTURE_VARIANT_ADD(lonely, ll_recv) { .proto = NCCL_PROTO_LL, .send = 0 };
+FIXTURE_VARIANT_ADD(lonely, ll128_recv) { .proto = NCCL_PROTO_LL128, .send = 0 };
+FIXTURE_VARIANT_ADD(lonely, simple_recv) { .proto = NCCL_PROTO_SIMPLE, .send = 0 };
+FIXTURE_VARIANT_ADD(lonely, simple_send) { .proto = NCCL_PROTO_SIMPLE, .send = 1 };
+
+FIXTURE_SETUP(lonely)
+{
+	ASSERT_EQ(0, wire_init(&self->w, 8 * KiB, 16 * KiB, 64 * KiB, 0, 0));
+}
+
+FIXTURE_TEARDOWN(lonely)
+{
+	wire_fini(&self->w);
+}
+
+/* Nobody on the other end: abort from another thread ends the wait. */
+TEST_F(lonely, abort_ends_wait)
+{
+	struct later l = { .flag32 = &self->w.abortFlag, .after = 50000 };
+	char buf[256];
+	pthread_t t;
+	double t0 = now_s();
+
+	memset(buf, 1, sizeof(buf));
+	ASSERT_EQ(0, pthread_create(&t, NULL, set_later, &l));
+	EXPECT_EQ(-ECANCELED, run_one(variant->send ? &self->w.slink : &self->w.rlink,
+				      variant->proto, variant->send, buf, sizeof(buf)));
+	pthread_join(t, NULL);
+	EXPECT_LT(now_s() - t0, 2.0);
+}
+
+/* The liveness callback's error ends the wait. */
+TEST_F(lonely, dead_peer_ends_wait)
+{
+	struct later l = { .flag = &self->w.dead, .after = 50000 };
+	char buf[256];
+	pthread_t t;
+	double t0 = now_s();
+
+	memset(buf, 1, sizeof(buf));
+	ASSERT_EQ(0, pthread_create(&t, NULL, set_later, &l));
+	EXPECT_EQ(-ECONNRESET, run_one(variant->send ? &self->w.slink : &self->w.rlink,
+				       variant->proto, variant->send, buf, sizeof(buf)));
+	pthread_join(t, NULL);
+	EXPECT_LT(now_s() - t0, 2.0);
+}
+
+/* The two ends disagree on a SIMPLE message's size: an error, not garbage. */
+TEST(simple_size_mismatch)
+{
+	static const int protos[1] = { NCCL_PROTO_SIMPLE };
+	static const size_t sizes[1] = { 100000 };
+	struct wire w;
+	char *buf = malloc(100001);
+
+	ASSERT_EQ(0, wire_init(&w, 8 * KiB, 16 * KiB, 64 * KiB, 0, 0));
+	ASSERT_NE(NULL, buf);
+	/* The sender offers 100000; we ask for 100001. */
+	{
+		struct sender s = {
+			.link = &w.slink, .nmsg = 1, .protos = protos,
+			.sizes = sizes, .seed = 1,
+		};
+		struct later l = { .flag32 = &w.abortFlag, .after = 500000 };
+		pthread_t t, ta;
+		int ret;
+
+		ASSERT_EQ(0, pthread_create(&t, NULL, sender_main, &s));
+		ASSERT_EQ(0, pthread_create(&ta, NULL, set_later, &l));
+		ret = run_one(&w.rlink, NCCL_PROTO_SIMPLE, 0, buf, 100001);
+		pthread_join(t, NULL);
+		pthread_join(ta, NULL);
+		/* The sender, which accepts the receiver's offer, sees it. */
+		EXPECT_EQ(-EPROTO, s.ret);
+		EXPECT_EQ(-ECANCELED, ret);
+	}
+	free(buf);
+	wire_fini(&w);
+}
+
+TEST_HARNESS_MAIN
