@@ -1,0 +1,273 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Environment variables.  Each is read when a communicator is created (a
+ * snapshot, struct mlap2p_params), so two communicators never share
+ * mutable state.  A value that does not parse is refused with a WARN that
+ * names the variable, and init fails with -EINVAL: a typo in a knob never
+ * silently turns into a default.
+ */
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "internal.h"
+
+static const char *mlap2p_env_get(const char *name)
+{
+	const char *s = getenv(name);
+
+	return s && *s ? s : NULL;
+}
+
+static void mlap2p_env_log(const char *name, const char *value)
+{
+	INFO(NCCL_ENV, "%s set by environment to %s", name, value);
+}
+
+static int mlap2p_parse_long(const char *s, long *v)
+{
+	char *end;
+
+	errno = 0;
+	*v = strtol(s, &end, 0);
+	if (errno || end == s || *end)
+		return -EINVAL;
+	return 0;
+}
+
+int mlap2p_env_int(const char *name, long min, long max, long def, long *out)
+{
+	const char *s = mlap2p_env_get(name);
+	long v;
+
+	if (!s) {
+		*out = def;
+		return 0;
+	}
+	if (mlap2p_parse_long(s, &v) || v < min || v > max) {
+		WARN("%s=%s is not valid: expected an integer from %ld to %ld",
+		     name, s, min, max);
+		return -EINVAL;
+	}
+	mlap2p_env_log(name, s);
+	*out = v;
+	return 0;
+}
+
+int mlap2p_env_size(const char *name, uint64_t min, uint64_t max,
+		    uint64_t def, uint64_t *out)
+{
+	const char *s = mlap2p_env_get(name);
+	unsigned long long v;
+	uint64_t mul = 1;
+	char *end;
+
+	if (!s) {
+		*out = def;
+		return 0;
+	}
+	errno = 0;
+	v = strtoull(s, &end, 0);
+	if (!errno && end != s && *s != '-') {
+		switch (*end) {
+		case 'k': case 'K':
+			mul = 1ULL << 10;
+			end++;
+			break;
+		case 'm': case 'M':
+			mul = 1ULL << 20;
+			end++;
+			break;
+		case 'g': case 'G':
+			mul = 1ULL << 30;
+			end++;
+			break;
+		}
+	}
+	if (errno || end == s || *end || *s == '-' ||
+	    v > max / mul || v * mul < min || v * mul > max) {
+		WARN("%s=%s is not valid: expected a size from %llu to %llu bytes (K, M, G suffixes allowed)",
+		     name, s, (unsigned long long)min, (unsigned long long)max);
+		return -EINVAL;
+	}
+	mlap2p_env_log(name, s);
+	*out = v * mul;
+	return 0;
+}
+
+int mlap2p_env_enum(const char *name, const char *const *names, int nr,
+		    int def, int *out)
+{
+	const char *s = mlap2p_env_get(name);
+	char list[256] = "";
+	long v;
+	int i;
+
+	if (!s) {
+		*out = def;
+		return 0;
+	}
+	for (i = 0; i < nr; i++) {
+		if (names[i] && !strcasecmp(s, names[i])) {
+			mlap2p_env_log(name, s);
+			*out = i;
+			return 0;
+		}
+	}
+	if (!mlap2p_parse_long(s, &v) && v >= 0 && v < nr && names[v]) {
+		mlap2p_env_log(name, s);
+		*out = (int)v;
+		return 0;
+	}
+	for (i = 0; i < nr; i++) {
+		if (!names[i])
+			continue;
+		if (*list)
+			strncat(list, "|", sizeof(list) - strlen(list) - 1);
+		strncat(list, names[i], sizeof(list) - strlen(list) - 1);
+	}
+	WARN("%s=%s is not valid: expected one of %s", name, s, list);
+	return -EINVAL;
+}
+
+int mlap2p_env_timeout(const char *name, long def_ms, long *out_ms)
+{
+	const char *s = mlap2p_env_get(name);
+	double v;
+	char *end;
+
+	if (!s) {
+		*out_ms = def_ms;
+		return 0;
+	}
+	errno = 0;
+	v = strtod(s, &end);
+	if (!errno && end != s && v >= 0) {
+		if (!strcmp(end, "ms"))
+			;
+		else if (!*end || !strcmp(end, "s"))
+			v *= 1000;
+		else
+			end = (char *)s;
+	}
+	if (errno || end == s || v < 0 || v > (double)LONG_MAX / 2) {
+		WARN("%s=%s is not valid: expected a duration such as 5, 5s or 500ms (0 waits forever)",
+		     name, s);
+		return -EINVAL;
+	}
+	mlap2p_env_log(name, s);
+	*out_ms = (long)v;
+	return 0;
+}
+
+/* NCCL_DEBUG and NCCL_DEBUG_SUBSYS are read by lib/log.c; checked here. */
+static int mlap2p_check_debug_env(void)
+{
+	static const char *const levels[] = {
+		"NONE", "VERSION", "WARN", "INFO", "ABORT", "TRACE",
+	};
+	static const char *const subsys[] = {
+		"INIT", "COLL", "P2P", "SHM", "NET", "GRAPH", "TUNING", "ENV",
+		"ALLOC", "CALL", "PROXY", "BOOTSTRAP", "ALL", "NVLS", "REG",
+		"PROFILE", "RAS",
+	};
+	char buf[256], *tok, *save = NULL;
+	const char *s;
+	size_t i;
+	int level;
+
+	if (mlap2p_env_enum("NCCL_DEBUG", levels, ARRAY_SIZE(levels), 0,
+			    &level))
+		return -EINVAL;
+	s = mlap2p_env_get("NCCL_DEBUG_SUBSYS");
+	if (!s)
+		return 0;
+	snprintf(buf, sizeof(buf), "%s", *s == '^' ? s + 1 : s);
+	for (tok = strtok_r(buf, ",", &save); tok;
+	     tok = strtok_r(NULL, ",", &save)) {
+		for (i = 0; i < ARRAY_SIZE(subsys); i++)
+			if (!strcasecmp(tok, subsys[i]))
+				break;
+		if (i == ARRAY_SIZE(subsys)) {
+			WARN("NCCL_DEBUG_SUBSYS=%s is not valid: unknown subsystem '%s'",
+			     s, tok);
+			return -EINVAL;
+		}
+	}
+	return 0;
+}
+
+/* NCCL_P2P_LEVEL: LOCAL | D2D | RELAY | POD, or 1..4. */
+static int mlap2p_env_p2p_level(int *level)
+{
+	static const char *const names[] = {
+		[MLAP2P_EDGE_NONE] = NULL,
+		[MLAP2P_EDGE_LOCAL] = "LOCAL",
+		[MLAP2P_EDGE_D2D] = "D2D",
+		[MLAP2P_EDGE_RELAY] = "RELAY",
+		[MLAP2P_EDGE_POD] = "POD",
+	};
+
+	return mlap2p_env_enum("NCCL_P2P_LEVEL", names, ARRAY_SIZE(names),
+			       MLAP2P_EDGE_POD, level);
+}
+
+int mlap2p_params_load(struct mlap2p_params *p)
+{
+	uint64_t ll, ll128, simple;
+	long v;
+	int ret;
+
+	memset(p, 0, sizeof(*p));
+	ret = mlap2p_check_debug_env();
+	if (ret)
+		return ret;
+	ret = mlap2p_env_int("NCCL_P2P_DISABLE", 0, 1, 0, &v);
+	if (ret)
+		return ret;
+	p->p2pDisable = (int)v;
+	ret = mlap2p_env_p2p_level(&p->p2pLevel);
+	if (ret)
+		return ret;
+	ret = mlap2p_env_int("NCCL_P2P_READ_ENABLE", 0, 1, 0, &v);
+	if (ret)
+		return ret;
+	p->p2pReadEnable = (int)v;
+
+	/* LL and LL128 may be 0 (protocol unused); SIMPLE needs a slot. */
+	ret = mlap2p_env_size("NCCL_LL_BUFFSIZE", 0, 1ULL << 30,
+			      DEFAULT_LL_BUFFSIZE, &ll);
+	if (!ret)
+		ret = mlap2p_env_size("NCCL_LL128_BUFFSIZE", 0, 1ULL << 30,
+				      DEFAULT_LL128_BUFFSIZE, &ll128);
+	if (!ret)
+		ret = mlap2p_env_size("NCCL_BUFFSIZE", 4096, 1ULL << 30,
+				      DEFAULT_BUFFSIZE, &simple);
+	if (ret)
+		return ret;
+	p->buffSizes[NCCL_PROTO_LL] = (int)ll;
+	p->buffSizes[NCCL_PROTO_LL128] = (int)ll128;
+	p->buffSizes[NCCL_PROTO_SIMPLE] = (int)simple;
+
+	ret = mlap2p_env_timeout("MLAP2P_BOOTSTRAP_TIMEOUT", 120 * 1000,
+				 &p->bootstrapTimeoutMs);
+	if (ret)
+		return ret;
+
+	if (mlap2p_env_get("NCCL_RINGS")) {
+		p->rings = strdup(getenv("NCCL_RINGS"));
+		if (!p->rings)
+			return -ENOMEM;
+		mlap2p_env_log("NCCL_RINGS", p->rings);
+	}
+	return 0;
+}
+
+void mlap2p_params_free(struct mlap2p_params *p)
+{
+	free(p->rings);
+	p->rings = NULL;
+}
