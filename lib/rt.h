@@ -1,0 +1,39 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * lib/rt.h: what the two runtime backends (rt_kmod.c, rt_host.c) share
+ * with lib/rt.c.  Nothing outside the runtime layer includes this.
+ */
+#ifndef MLAP2P_RT_H
+#define MLAP2P_RT_H
+
+#include "internal.h"
+
+/* Slots whose behaviour is the same for both backends (lib/rt.c). */
+int mlap2p_rt_generic_get_info(struct mlap2p_rt *rt, struct mlap2p_info *info);
+int mlap2p_rt_generic_device_count(struct mlap2p_rt *rt, int *count);
+int mlap2p_rt_generic_core_device(struct mlap2p_rt *rt, int core, int *device);
+int mlap2p_rt_generic_pointer_attr(struct mlap2p_rt *rt, const void *ptr,
+				   struct ncclRtPointerAttributes *attr);
+int mlap2p_rt_generic_synchronize(struct mlap2p_rt *rt);
+int mlap2p_rt_generic_enable_peer(struct mlap2p_rt *rt, int peerCore,
+				  unsigned int flags);
+int mlap2p_rt_generic_disable_peer(struct mlap2p_rt *rt, int peerCore);
+int mlap2p_rt_generic_set_device(struct mlap2p_rt *rt, int device);
+int mlap2p_rt_generic_get_device(struct mlap2p_rt *rt, int *device);
+int mlap2p_rt_generic_memset(struct mlap2p_rt *rt, void *ptr, int value,
+			     size_t n);
+int mlap2p_rt_generic_granularity(struct mlap2p_rt *rt, size_t *granularity);
+const char *mlap2p_rt_generic_error_string(struct mlap2p_rt *rt, int err);
+int mlap2p_rt_generic_memcpy_peer(struct mlap2p_rt *rt, void *dst,
+				  int dstDevice, const void *src,
+				  int srcDevice, size_t n);
+int mlap2p_rt_generic_memcpy(struct mlap2p_rt *rt, void *dst, const void *src,
+			     size_t n, int kind);
+
+/* Host-runtime topology from MLAP2P_FAMILY, ... (lib/rt_host.c). */
+int mlap2p_rt_host_topo_env(struct mlap2p_topo *topo, uint64_t *capacity);
+
+/* Fill rt->info's topology fields from rt->topo. */
+void mlap2p_rt_info_from_topo(struct mlap2p_rt *rt);
+
+#endif /* MLAP2P_RT_H */
