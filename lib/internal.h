@@ -109,7 +109,13 @@ void mlap2p_log_set_core(int core);
 				   __LINE__, __VA_ARGS__);		\
 	} while (0)
 #else
-#define TRACE(flags, ...)	do { } while (0)
+/* Compiled out, but the arguments are still type-checked and "used". */
+#define TRACE(flags, ...)						\
+	do {								\
+		if (0)							\
+			mlap2p_log(NCCL_LOG_TRACE, (flags), __FILE__,	\
+				   __LINE__, __VA_ARGS__);		\
+	} while (0)
 #endif
 
 /*
@@ -373,6 +379,8 @@ int mlap2p_bootstrap_get_unique_id(struct mlap2p_unique_id *id);
 int mlap2p_bootstrap_init(struct ncclComm *comm,
 			  const struct mlap2p_unique_id *id);
 void mlap2p_bootstrap_close(struct mlap2p_bootstrap *state);
+/* The communicator @state belongs to. */
+struct ncclComm *mlap2p_bootstrap_comm(struct mlap2p_bootstrap *state);
 /* Wake every wait of @state with -ECANCELED (abort, any thread). */
 void mlap2p_bootstrap_abort(struct mlap2p_bootstrap *state);
 
@@ -496,6 +504,10 @@ struct ncclComm {
 	 * destroy and abort (with abortFlag already set on abort). */
 	void *dp;
 	void (*dpFree)(struct ncclComm *comm);
+
+	/* Threads inside a blocking call (mlap2p_comm_enter); abort waits
+	 * for it to drop to 0 before it frees anything. */
+	int busy;
 };
 
 /* The public handle wraps the communicator. */
@@ -519,6 +531,14 @@ static inline bool mlap2p_comm_aborted(const struct ncclComm *comm)
 {
 	return __atomic_load_n(&comm->abortFlag, __ATOMIC_ACQUIRE) != 0;
 }
+
+/*
+ * Bracket every blocking public call: enter fails with -ECANCELED once the
+ * communicator is aborted; abort (from any thread) sets the flag, then
+ * waits until every thread inside has left before freeing.
+ */
+int mlap2p_comm_enter(struct ncclComm *comm);
+void mlap2p_comm_leave(struct ncclComm *comm);
 
 /* The connection of @channel to @peer (send or recv side), or NULL. */
 struct mlap2p_conn *mlap2p_comm_conn(struct ncclComm *comm, int channel,
@@ -569,6 +589,8 @@ ncclResult_t ncclTopoCheckP2p(struct ncclTopoSystem *topo,
  * ring r.  NCCL_RINGS overrides the search.  0 or -errno.
  */
 int mlap2p_topo_rings(struct ncclComm *comm, int nrings, int *order);
+/* 0 if NCCL_RINGS (@str) is valid for @nranks, else a WARN and -EINVAL. */
+int mlap2p_rings_check(const char *str, int nranks);
 
 /* ------------------------------------------------------------------ */
 /* Transport framework (lib/transport.c)                              */
@@ -580,10 +602,12 @@ ncclResult_t mlap2p_transport_free_all(struct ncclComm *comm);
 const char *mlap2p_conn_mode_name(enum mlap2p_conn_mode mode);
 
 /* Tags of the framework's messages. */
-#define MLAP2P_TAG_CONNECT	(MLAP2P_TAG_CORE | 0x0100)	/* | round */
+#define MLAP2P_TAG_CONNECT	(MLAP2P_TAG_CORE | 0x0000000)	/* + round */
 #define MLAP2P_TAG_CONNECTED	(MLAP2P_TAG_CORE | 0x1000000)
 #define MLAP2P_TAG_CLOSE	(MLAP2P_TAG_CORE | 0x2000000)
 #define MLAP2P_TAG_BARRIER	(MLAP2P_TAG_CORE | 0x3000000)
+#define MLAP2P_TAG_ALLGATHER	(MLAP2P_TAG_CORE | 0x4000000)
+#define MLAP2P_TAG_RINGS	(MLAP2P_TAG_CORE | 0x5000000)
 
 /* ------------------------------------------------------------------ */
 /* Small helpers (lib/util.c)                                         */
@@ -592,7 +616,8 @@ const char *mlap2p_conn_mode_name(enum mlap2p_conn_mode mode);
 uint64_t mlap2p_hash(const void *data, size_t len, uint64_t seed);
 /* CLOCK_MONOTONIC in milliseconds. */
 int64_t mlap2p_now_ms(void);
-/* Start time of @pid in clock ticks since boot (/proc/pid/stat field 22). */
+/* Start time of @pid in clock ticks since boot (/proc/pid/stat field 22);
+ * -ESRCH when it is gone or a zombie. */
 int mlap2p_proc_start_time(pid_t pid, uint64_t *ticks);
 /* getrandom() that never fails short; 0 or -errno. */
 int mlap2p_random(void *buf, size_t len);
