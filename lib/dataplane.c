@@ -1,0 +1,1012 @@
+// SPDX-License-Identifier: MIT
+/*
+ * lib/dataplane.c: <mlap2p/dataplane.h> on top of the protocol engines.
+ *
+ * Per communicator (comm->dp, created on first use) there is one link per
+ * (peer, direction): the lowest connected channel's connector, its agreed
+ * buffer sizes and a FIFO of operations.  Only the operation at the head of
+ * a link's queue runs; the others wait their turn, so messages between two
+ * ranks stay in order.  Links with queued operations sit on an active list,
+ * and every wait is the same loop: one progress pass over the active list;
+ * when nothing moved, spin/yield, and now and then check the abort flag and
+ * the liveness of the peers being waited on.
+ *
+ * Blocking calls outside a group use an operation on the stack; groups and
+ * isend/irecv allocate a request.
+ */
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <unistd.h>
+
+#include "internal.h"
+#include "mlap2p/dataplane.h"
+#include "proto.h"
+
+/* Defaults; docs/performance.md has the measurements behind them. */
+#define DP_LL_MAX		(16UL << 10)	/* LL up to this many bytes */
+#define DP_LL128_MAX		(256UL << 10)	/* then LL128 up to this */
+#define DP_CHUNK		(512UL << 10)	/* SIMPLE bytes per step */
+#define DP_PEER_TIMEOUT_MS	5000
+#define DP_MAX_COMMS		64		/* for the dump signal */
+
+struct dp;
+
+struct dp_link {
+	struct mlap2p_link l;
+	struct dp *dp;
+	struct mlap2p_conn *conn;
+	struct mlap2p_op *qhead, *qtail;	/* qhead is started */
+	struct dp_link *activeNext;
+	int active;
+	int err;			/* broken: every new op fails so */
+	uint64_t ops;			/* completed, for the dump */
+};
+
+struct dp {
+	struct ncclComm *comm;
+	struct dp_link **links;		/* [2 * peer + send] */
+	struct dp_link *active;
+	int proto;			/* forced, or MLAP2P_PROTO_AUTO */
+	unsigned int protoMask;		/* NCCL_PROTO */
+	uint64_t llMax, ll128Max, chunk;
+	int noDirect;
+	long peerTimeoutMs, liveEveryMs;
+	int64_t nextLive;
+	uint32_t spinTight, spinYield;
+	int slot;			/* in dp_registry, or -1 */
+	unsigned int pass;		/* progress passes, for waits on many */
+};
+
+struct mlap2p_request {
+	struct mlap2p_op op;
+	struct dp *dp;
+	int status;
+	int done;
+	struct mlap2p_request *groupNext;
+};
+
+/* ---- registry for the dump signal ---- */
+
+static struct dp *dp_registry[DP_MAX_COMMS];
+
+static void dp_dump(struct dp *dp, int fd);
+
+static void dp_dump_signal(int sig)
+{
+	int i, saved = errno;
+
+	(void)sig;
+	for (i = 0; i < DP_MAX_COMMS; i++) {
+		struct dp *dp = __atomic_load_n(&dp_registry[i], __ATOMIC_ACQUIRE);
+
+		if (dp)
+			dp_dump(dp, STDERR_FILENO);
+	}
+	errno = saved;
+}
+
+static void dp_install_dump_signal(void)
+{
+	static int done;
+	struct sigaction old, sa;
+	long sig;
+
+	if (__atomic_exchange_n(&done, 1, __ATOMIC_ACQ_REL))
+		return;
+	if (mlap2p_env_int("MLAP2P_DUMP_SIGNAL", 0, SIGRTMAX, SIGUSR1, &sig) ||
+	    !sig)
+		return;
+	if (sigaction((int)sig, NULL, &old) || old.sa_handler != SIG_DFL)
+		return;	/* the application's handler wins */
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = dp_dump_signal;
+	sa.sa_flags = SA_RESTART;
+	sigemptyset(&sa.sa_mask);
+	if (!sigaction((int)sig, &sa, NULL))
+		INFO(NCCL_INIT, "signal %ld dumps the data plane's state", sig);
+}
+
+static void dp_register(struct dp *dp)
+{
+	int i;
+
+	dp->slot = -1;
+	for (i = 0; i < DP_MAX_COMMS; i++) {
+		struct dp *none = NULL;
+
+		if (__atomic_compare_exchange_n(&dp_registry[i], &none, dp, 0,
+						__ATOMIC_ACQ_REL,
+						__ATOMIC_ACQUIRE)) {
+			dp->slot = i;
+			return;
+		}
+	}
+}
+
+/* ---- setup ---- */
+
+static int dp_parse_proto(unsigned int *mask)
+{
+	static const char *const names[] = { "LL", "LL128", "SIMPLE" };
+	const char *env = getenv("NCCL_PROTO");
+	char *copy, *tok, *save = NULL;
+	unsigned int m = 0;
+	int neg = 0, i;
+
+	*mask = 7;
+	if (!env || !*env)
+		return 0;
+	if (*env == '^') {
+		neg = 1;
+		env++;
+	}
+	copy = strdup(env);
+	if (!copy)
+		return -ENOMEM;
+	for (tok = strtok_r(copy, ",", &save); tok;
+	     tok = strtok_r(NULL, ",", &save)) {
+		for (i = 0; i < 3; i++)
+			if (!strcasecmp(tok, names[i]))
+				break;
+		if (i == 3) {
+			WARN("NCCL_PROTO: unknown protocol '%s' (LL, LL128, Simple)",
+			     tok);
+			free(copy);
+			return -EINVAL;
+		}
+		m |= 1U << i;
+	}
+	free(copy);
+	*mask = neg ? 7 & ~m : m;
+	if (!*mask) {
+		WARN("NCCL_PROTO='%s' leaves no protocol", getenv("NCCL_PROTO"));
+		return -EINVAL;
+	}
+	INFO(NCCL_ENV, "NCCL_PROTO set by environment to %s", getenv("NCCL_PROTO"));
+	return 0;
+}
+
+static void dp_free(struct ncclComm *comm);
+
+static int dp_params(struct dp *dp)
+{
+	long v, cpus = sysconf(_SC_NPROCESSORS_ONLN);
+	uint64_t u;
+	int ret;
+
+	ret = dp_parse_proto(&dp->protoMask);
+	if (!ret)
+		ret = mlap2p_env_size("MLAP2P_LL_MAX", 0, 1UL << 30, DP_LL_MAX,
+				      &dp->llMax);
+	if (!ret)
+		ret = mlap2p_env_size("MLAP2P_LL128_MAX", 0, 1UL << 30,
+				      DP_LL128_MAX, &dp->ll128Max);
+	if (!ret)
+		ret = mlap2p_env_size("MLAP2P_CHUNKSIZE", 4096, 1UL << 30,
+				      DP_CHUNK, &dp->chunk);
+	if (!ret)
+		ret = mlap2p_env_int("MLAP2P_SINGLE_COPY", 0, 1, 1, &v);
+	if (ret)
+		return ret;
+	dp->noDirect = !v;
+	ret = mlap2p_env_timeout("MLAP2P_PEER_TIMEOUT", DP_PEER_TIMEOUT_MS,
+				 &dp->peerTimeoutMs);
+	if (ret)
+		return ret;
+	/* Check often enough to notice a death well within the timeout. */
+	dp->liveEveryMs = dp->peerTimeoutMs / 10;
+	if (dp->liveEveryMs > 250)
+		dp->liveEveryMs = 250;
+	if (dp->liveEveryMs < 5)
+		dp->liveEveryMs = 5;
+	/* More ranks than cores: give the CPU away almost at once. */
+	u = dp->comm->nRanks > cpus ? 64 : MLAP2P_SPIN_YIELD;
+	ret = mlap2p_env_size("MLAP2P_SPIN", 1, 1UL << 30, u, &u);
+	if (ret)
+		return ret;
+	dp->spinYield = (uint32_t)u;
+	dp->spinTight = dp->spinYield < MLAP2P_SPIN_TIGHT ? dp->spinYield :
+			MLAP2P_SPIN_TIGHT;
+	return 0;
+}
+
+static struct dp *dp_get(struct ncclComm *comm)
+{
+	struct dp *dp = comm->dp;
+
+	if (dp)
+		return dp;
+	dp = calloc(1, sizeof(*dp));
+	if (!dp)
+		return NULL;
+	dp->comm = comm;
+	dp->proto = MLAP2P_PROTO_AUTO;
+	dp->links = calloc(2 * (size_t)comm->nRanks, sizeof(*dp->links));
+	if (!dp->links || dp_params(dp)) {
+		int err = dp->links ? -EINVAL : -ENOMEM;
+
+		free(dp->links);
+		free(dp);
+		errno = -err;
+		return NULL;
+	}
+	dp->nextLive = mlap2p_now_ms() + dp->liveEveryMs;
+	comm->dp = dp;
+	comm->dpFree = dp_free;
+	dp_register(dp);
+	dp_install_dump_signal();
+	return dp;
+}
+
+/* ---- single copy through the runtime ---- */
+
+static int dp_describe(void *arg, const void *buf, size_t bytes,
+		       struct mlap2p_xchg *x)
+{
+	struct dp_link *k = arg;
+	struct ncclRtIpcMemHandle ipc;
+	size_t offset, after;
+
+	_Static_assert(sizeof(ipc) == sizeof(x->ipc), "ipc handle size");
+	if (mlap2p_region_lookup(k->dp->comm, buf, &ipc, &offset, &after) ||
+	    after < bytes)
+		return 0;
+	memcpy(x->ipc, &ipc, sizeof(x->ipc));
+	x->offset = offset;
+	return 1;
+}
+
+static int dp_resolve(void *arg, const struct mlap2p_xchg *x, void **ptr)
+{
+	struct dp_link *k = arg;
+	struct ncclRtIpcMemHandle ipc;
+	size_t size;
+	void *base;
+	int ret;
+
+	memcpy(&ipc, x->ipc, sizeof(ipc));
+	ret = mlap2p_import_region(k->dp->comm, &ipc, &base, &size);
+	if (ret) {
+		WARN("rank %d: cannot map the buffer rank %d offered: %s",
+		     k->dp->comm->rank, k->l.peer, strerror(-ret));
+		return ret;
+	}
+	if (x->offset > size || size - x->offset < x->bytes) {
+		WARN("rank %d: rank %d offered %llu bytes at %llu of a %zu-byte region",
+		     k->dp->comm->rank, k->l.peer,
+		     (unsigned long long)x->bytes,
+		     (unsigned long long)x->offset, size);
+		return -EPROTO;
+	}
+	*ptr = (char *)base + x->offset;
+	return 0;
+}
+
+/* The link to @peer, built on first use; @quiet: no WARN if unconnected. */
+static struct dp_link *dp_link(struct dp *dp, int peer, int send, int *err,
+			       int quiet)
+{
+	struct ncclComm *comm = dp->comm;
+	struct dp_link **slot, *k;
+	struct mlap2p_conn *conn = NULL;
+	int c, p;
+
+	if (peer < 0 || peer >= comm->nRanks) {
+		*err = -EINVAL;
+		return NULL;
+	}
+	slot = &dp->links[2 * peer + !!send];
+	if (*slot)
+		return *slot;
+	for (c = 0; c < MAXCHANNELS && !conn; c++) {
+		conn = mlap2p_comm_conn(comm, c, peer, send);
+		if (conn && !conn->c.connected)
+			conn = NULL;
+	}
+	if (!conn) {
+		if (!quiet)
+			WARN("rank %d: no connection %s rank %d; connect it first",
+			     comm->rank, send ? "to" : "from", peer);
+		*err = -ENOTCONN;
+		return NULL;
+	}
+	if (conn->mode == MLAP2P_CONN_NET) {
+		WARN("rank %d: rank %d is reachable only through NET, which moves no data yet",
+		     comm->rank, peer);
+		*err = -EOPNOTSUPP;
+		return NULL;
+	}
+	k = calloc(1, sizeof(*k));
+	if (!k) {
+		*err = -ENOMEM;
+		return NULL;
+	}
+	k->dp = dp;
+	k->conn = conn;
+	k->l.conn = &conn->c.conn;
+	for (p = 0; p < NCCL_NUM_PROTOCOLS; p++)
+		k->l.buffSizes[p] = (size_t)conn->buffSizes[p];
+	k->l.chunkSize = dp->chunk;
+	k->l.peer = peer;
+	k->l.channel = conn->channel;
+	if (conn->read)
+		k->l.flags |= MLAP2P_LINK_READ;
+	if (comm->peerInfo[peer].pidHash == comm->peerInfo[comm->rank].pidHash &&
+	    comm->peerInfo[peer].hostHash == comm->peerInfo[comm->rank].hostHash)
+		k->l.flags |= MLAP2P_LINK_SAMEPROC;
+	if (dp->noDirect)
+		k->l.flags |= MLAP2P_LINK_NODIRECT;
+	k->l.abortFlag = &comm->abortFlag;
+	k->l.describe = dp_describe;
+	k->l.resolve = dp_resolve;
+	k->l.arg = k;
+	k->l.head = 0;
+	k->l.tail = 0;
+	*slot = k;
+	return k;
+}
+
+/* ---- protocol choice ---- */
+
+static int dp_pick(struct dp *dp, const struct dp_link *k, size_t bytes)
+{
+	unsigned int usable = dp->protoMask;
+	int p;
+
+	for (p = 0; p < NCCL_NUM_PROTOCOLS; p++)
+		if (!mlap2p_proto_step_bytes(&k->l, p))
+			usable &= ~(1U << p);
+	if (dp->proto != MLAP2P_PROTO_AUTO)
+		return usable & (1U << dp->proto) ? dp->proto : -EINVAL;
+	if (!usable)
+		return -EINVAL;
+	if (bytes <= dp->llMax && (usable & 1))
+		return NCCL_PROTO_LL;
+	if (bytes <= dp->ll128Max && (usable & 2))
+		return NCCL_PROTO_LL128;
+	if (usable & 4)
+		return NCCL_PROTO_SIMPLE;
+	return usable & 2 ? NCCL_PROTO_LL128 : NCCL_PROTO_LL;
+}
+
+/* ---- queues ---- */
+
+static const char *dp_what(const struct mlap2p_op *op)
+{
+	return op->send ? "send to" : "receive from";
+}
+
+static void dp_finish(struct mlap2p_op *op, int status)
+{
+	struct mlap2p_request *req = op->owner;
+
+	req->status = status;
+	__atomic_store_n(&req->done, 1, __ATOMIC_RELEASE);
+}
+
+/* Pop the head of @k with @status and start what follows. */
+static void dp_complete(struct dp_link *k, int status)
+{
+	struct mlap2p_op *op = k->qhead;
+
+	k->qhead = op->next;
+	if (!k->qhead)
+		k->qtail = NULL;
+	k->ops++;
+	if (status && !k->err)
+		k->err = status;
+	dp_finish(op, status);
+	while (k->qhead) {
+		int ret = k->err ? k->err : mlap2p_op_start(k->qhead);
+
+		if (!ret)
+			break;
+		op = k->qhead;
+		k->qhead = op->next;
+		if (!k->qhead)
+			k->qtail = NULL;
+		dp_finish(op, ret);
+	}
+}
+
+/* Fail everything queued on @k with @err (the link is broken). */
+static void dp_fail_link(struct dp_link *k, int err)
+{
+	k->err = err;
+	while (k->qhead)
+		dp_complete(k, err);
+}
+
+static void dp_activate(struct dp *dp, struct dp_link *k)
+{
+	if (k->active)
+		return;
+	k->active = 1;
+	k->activeNext = dp->active;
+	dp->active = k;
+}
+
+static int dp_post(struct dp *dp, struct mlap2p_request *req, int send,
+		   void *buf, size_t bytes, int peer)
+{
+	struct mlap2p_op *op = &req->op;
+	struct dp_link *k;
+	int ret = 0, proto;
+
+	memset(req, 0, sizeof(*req));
+	req->dp = dp;
+	k = dp_link(dp, peer, send, &ret, 0);
+	if (!k)
+		return ret;
+	if (k->err)
+		return k->err;
+	proto = dp_pick(dp, k, bytes);
+	if (proto < 0) {
+		WARN("rank %d: no protocol may carry %zu bytes (NCCL_PROTO, buffer sizes)",
+		     dp->comm->rank, bytes);
+		return proto;
+	}
+	op->link = &k->l;
+	op->proto = proto;
+	op->send = send;
+	op->buf = buf;
+	op->bytes = bytes;
+	op->owner = req;
+	op->next = NULL;
+	if (k->qtail) {
+		k->qtail->next = op;
+		k->qtail = op;
+		return 0;
+	}
+	ret = mlap2p_op_start(op);
+	if (ret)
+		return ret;
+	k->qhead = k->qtail = op;
+	dp_activate(dp, k);
+	return 0;
+}
+
+/* One pass over the active links; 1 if anything moved. */
+static int dp_progress(struct dp *dp)
+{
+	struct dp_link **pk = &dp->active;
+	int moved = 0;
+
+	dp->pass++;
+	while (*pk) {
+		struct dp_link *k = *pk;
+		int ret = mlap2p_op_progress(k->qhead);
+
+		if (ret == MLAP2P_OP_DONE) {
+			dp_complete(k, 0);
+			moved = 1;
+		} else if (ret < 0) {
+			struct mlap2p_op *op = k->qhead;
+
+			if (ret == -EPROTO)
+				WARN("rank %d: %s rank %d: %zu bytes (%s) do not match what the peer posted",
+				     dp->comm->rank, dp_what(op), k->l.peer,
+				     op->bytes, mlap2p_proto_name(op->proto));
+			else
+				WARN("rank %d: %s rank %d failed: %s",
+				     dp->comm->rank, dp_what(op), k->l.peer,
+				     strerror(-ret));
+			mlap2p_comm_set_error(dp->comm, ret);
+			dp_fail_link(k, ret);
+			moved = 1;
+		} else if (ret == MLAP2P_OP_MOVED) {
+			moved = 1;
+		}
+		if (!k->qhead) {
+			k->active = 0;
+			*pk = k->activeNext;
+		} else {
+			pk = &k->activeNext;
+		}
+	}
+	return moved;
+}
+
+/*
+ * Abort and liveness, when the spinner says it is time.  Fails the ops of
+ * the links concerned; returns non-zero if anything failed.
+ */
+static int dp_check(struct dp *dp)
+{
+	struct ncclComm *comm = dp->comm;
+	struct dp_link *k;
+	int64_t now;
+	int failed = 0;
+
+	if (mlap2p_comm_aborted(comm)) {
+		while ((k = dp->active)) {
+			dp->active = k->activeNext;
+			k->active = 0;
+			dp_fail_link(k, -ECANCELED);
+		}
+		return 1;
+	}
+	if (!dp->peerTimeoutMs)
+		return 0;
+	now = mlap2p_now_ms();
+	if (now < dp->nextLive)
+		return 0;
+	dp->nextLive = now + dp->liveEveryMs;
+	for (k = dp->active; k; k = k->activeNext) {
+		int peer = k->l.peer;
+
+		if (!k->qhead || mlap2p_peer_alive(comm, peer) == 0)
+			continue;
+		WARN("rank %d: peer rank %d (pid %d) died; %s it failed (%zu bytes, %s, channel %d)",
+		     comm->rank, peer, comm->peerInfo[peer].pid,
+		     k->qhead->send ? "a send to" : "a receive from",
+		     k->qhead->bytes, mlap2p_proto_name(k->qhead->proto),
+		     k->l.channel);
+		mlap2p_comm_set_error(comm, -ECONNRESET);
+		dp_fail_link(k, -ECONNRESET);
+		/* Anything else queued for that rank fails too. */
+		if (dp->links[2 * peer + !k->conn->send])
+			dp_fail_link(dp->links[2 * peer + !k->conn->send],
+				     -ECONNRESET);
+		failed = 1;
+	}
+	if (failed) {	/* drop emptied links from the active list */
+		struct dp_link **pk = &dp->active;
+
+		while ((k = *pk)) {
+			if (!k->qhead) {
+				k->active = 0;
+				*pk = k->activeNext;
+			} else {
+				pk = &k->activeNext;
+			}
+		}
+	}
+	return failed;
+}
+
+static int dp_all_done(struct mlap2p_request **reqs, int n)
+{
+	int i;
+
+	for (i = 0; i < n; i++)
+		if (reqs[i] && !__atomic_load_n(&reqs[i]->done, __ATOMIC_ACQUIRE))
+			return 0;
+	return 1;
+}
+
+/*
+ * Progress until every request of reqs[0..n) is done.  They may belong to
+ * several communicators; each is progressed once per round.
+ */
+static void dp_wait_reqs(struct mlap2p_request **reqs, int n)
+{
+	struct mlap2p_spin spin;
+	unsigned int round = 0;
+	int i;
+
+	if (n == 1 && reqs[0]) {	/* the latency path */
+		struct dp *dp = reqs[0]->dp;
+
+		mlap2p_spin_init(&spin, dp->spinTight, dp->spinYield);
+		while (!reqs[0]->done) {
+			if (dp_progress(dp))
+				mlap2p_spin_moved(&spin);
+			else if (mlap2p_spin_idle(&spin))
+				dp_check(dp);
+		}
+		return;
+	}
+	mlap2p_spin_init(&spin, MLAP2P_SPIN_TIGHT, MLAP2P_SPIN_YIELD);
+	for (i = 0; i < n; i++)
+		if (reqs[i] && reqs[i]->dp->spinYield < spin.yield) {
+			spin.yield = reqs[i]->dp->spinYield;
+			spin.tight = reqs[i]->dp->spinTight;
+		}
+	while (!dp_all_done(reqs, n)) {
+		int moved = 0, check;
+
+		round++;
+		for (i = 0; i < n; i++) {
+			struct dp *dp = reqs[i] ? reqs[i]->dp : NULL;
+
+			if (!dp || reqs[i]->done || dp->pass == round)
+				continue;
+			moved |= dp_progress(dp);
+			dp->pass = round;
+		}
+		if (moved) {
+			mlap2p_spin_moved(&spin);
+			continue;
+		}
+		check = mlap2p_spin_idle(&spin);
+		for (i = 0; check && i < n; i++)
+			if (reqs[i] && !reqs[i]->done)
+				dp_check(reqs[i]->dp);
+	}
+}
+
+/* ---- groups ---- */
+
+static __thread int group_depth;
+static __thread struct mlap2p_request *group_head;
+static __thread int group_err;
+
+MLAP2P_EXPORT int mlap2p_group_start(void)
+{
+	group_depth++;
+	return 0;
+}
+
+MLAP2P_EXPORT int mlap2p_group_end(void)
+{
+	struct mlap2p_request **reqs, *r;
+	int n = 0, i, ret;
+
+	if (group_depth <= 0)
+		return mlap2p_err(-EINVAL);
+	if (--group_depth)
+		return 0;
+	for (r = group_head; r; r = r->groupNext)
+		n++;
+	reqs = calloc(n ? n : 1, sizeof(*reqs));
+	if (!reqs) {
+		/* Cannot track them: wait for each in turn. */
+		for (r = group_head; r; r = r->groupNext)
+			dp_wait_reqs(&r, 1);
+	} else {
+		for (i = 0, r = group_head; r; r = r->groupNext)
+			reqs[i++] = r;
+		/* Everyone is inside a blocking call now. */
+		for (i = 0; i < n; i++)
+			if (mlap2p_comm_enter(reqs[i]->dp->comm))
+				reqs[i]->dp = NULL;
+		for (i = 0; i < n; i++)
+			if (!reqs[i]->dp) {
+				reqs[i]->status = -ECANCELED;
+				reqs[i]->done = 1;
+			}
+		/* Requests without a dp are done; dp_wait_reqs skips them. */
+		dp_wait_reqs(reqs, n);
+		for (i = 0; i < n; i++)
+			if (reqs[i]->dp)
+				mlap2p_comm_leave(reqs[i]->dp->comm);
+		free(reqs);
+	}
+	ret = group_err;
+	while ((r = group_head)) {
+		group_head = r->groupNext;
+		if (!ret)
+			ret = r->status;
+		free(r);
+	}
+	group_err = 0;
+	return mlap2p_err(ret);
+}
+
+/* ---- the API ---- */
+
+static int dp_enter(struct mlap2p_comm *api, struct dp **dpp)
+{
+	struct ncclComm *comm;
+	int ret;
+
+	if (!api)
+		return -EINVAL;
+	comm = mlap2p_nccl(api);
+	ret = mlap2p_comm_enter(comm);
+	if (ret)
+		return ret;
+	*dpp = dp_get(comm);
+	if (!*dpp) {
+		ret = -errno;
+		mlap2p_comm_leave(comm);
+		return ret;
+	}
+	return 0;
+}
+
+static int dp_blocking(struct mlap2p_comm *api, int send, void *buf,
+		       size_t bytes, int peer)
+{
+	struct mlap2p_request local, *req = &local, *reqs[1];
+	struct dp *dp;
+	int ret;
+
+	if (!buf && bytes)
+		return mlap2p_err(-EINVAL);
+	ret = dp_enter(api, &dp);
+	if (ret)
+		return mlap2p_err(ret);
+	if (group_depth) {
+		req = malloc(sizeof(*req));
+		if (!req) {
+			mlap2p_comm_leave(dp->comm);
+			return mlap2p_err(-ENOMEM);
+		}
+	}
+	ret = dp_post(dp, req, send, buf, bytes, peer);
+	if (group_depth) {
+		if (ret) {
+			free(req);
+			if (!group_err)
+				group_err = ret;
+		} else {
+			req->groupNext = group_head;
+			group_head = req;
+		}
+	} else if (!ret) {
+		reqs[0] = req;
+		dp_wait_reqs(reqs, 1);
+		ret = req->status;
+	}
+	mlap2p_comm_leave(dp->comm);
+	return mlap2p_err(ret);
+}
+
+MLAP2P_EXPORT int mlap2p_send(struct mlap2p_comm *comm, const void *buf,
+			      size_t bytes, int peer)
+{
+	return dp_blocking(comm, 1, (void *)buf, bytes, peer);
+}
+
+MLAP2P_EXPORT int mlap2p_recv(struct mlap2p_comm *comm, void *buf,
+			      size_t bytes, int peer)
+{
+	return dp_blocking(comm, 0, buf, bytes, peer);
+}
+
+static int dp_ipost(struct mlap2p_comm *api, int send, void *buf,
+		    size_t bytes, int peer, struct mlap2p_request **reqp)
+{
+	struct mlap2p_request *req;
+	struct dp *dp;
+	int ret;
+
+	if (!reqp || (!buf && bytes))
+		return mlap2p_err(-EINVAL);
+	*reqp = NULL;
+	ret = dp_enter(api, &dp);
+	if (ret)
+		return mlap2p_err(ret);
+	req = malloc(sizeof(*req));
+	ret = req ? dp_post(dp, req, send, buf, bytes, peer) : -ENOMEM;
+	if (ret)
+		free(req);
+	else
+		*reqp = req;
+	mlap2p_comm_leave(dp->comm);
+	return mlap2p_err(ret);
+}
+
+MLAP2P_EXPORT int mlap2p_isend(struct mlap2p_comm *comm, const void *buf,
+			       size_t bytes, int peer,
+			       struct mlap2p_request **req)
+{
+	return dp_ipost(comm, 1, (void *)buf, bytes, peer, req);
+}
+
+MLAP2P_EXPORT int mlap2p_irecv(struct mlap2p_comm *comm, void *buf,
+			       size_t bytes, int peer,
+			       struct mlap2p_request **req)
+{
+	return dp_ipost(comm, 0, buf, bytes, peer, req);
+}
+
+static int dp_reap(struct mlap2p_request **reqp)
+{
+	int ret = (*reqp)->status;
+
+	free(*reqp);
+	*reqp = NULL;
+	return ret;
+}
+
+MLAP2P_EXPORT int mlap2p_test(struct mlap2p_request **reqp, int *done)
+{
+	struct mlap2p_request *req;
+	struct ncclComm *comm;
+
+	if (!reqp || !*reqp || !done)
+		return mlap2p_err(-EINVAL);
+	req = *reqp;
+	*done = 0;
+	if (!req->done) {
+		comm = req->dp->comm;
+		if (mlap2p_comm_enter(comm))
+			return mlap2p_err(-ECANCELED);
+		if (!dp_progress(req->dp))
+			dp_check(req->dp);
+		mlap2p_comm_leave(comm);
+	}
+	if (!req->done)
+		return 0;
+	*done = 1;
+	return mlap2p_err(dp_reap(reqp));
+}
+
+MLAP2P_EXPORT int mlap2p_waitall(int n, struct mlap2p_request **reqs)
+{
+	int i, ret = 0, r;
+
+	if (n < 0 || (n && !reqs))
+		return mlap2p_err(-EINVAL);
+	for (i = 0; i < n; i++)
+		if (reqs[i] && !reqs[i]->done &&
+		    mlap2p_comm_enter(reqs[i]->dp->comm)) {
+			while (--i >= 0)
+				if (reqs[i] && !reqs[i]->done)
+					mlap2p_comm_leave(reqs[i]->dp->comm);
+			return mlap2p_err(-ECANCELED);
+		}
+	/* Remember whom we entered before requests start completing. */
+	{
+		struct ncclComm **entered = calloc(n ? n : 1, sizeof(*entered));
+
+		for (i = 0; entered && i < n; i++)
+			entered[i] = reqs[i] && !reqs[i]->done ?
+				     reqs[i]->dp->comm : NULL;
+		dp_wait_reqs(reqs, n);
+		for (i = 0; entered && i < n; i++)
+			if (entered[i])
+				mlap2p_comm_leave(entered[i]);
+		free(entered);
+	}
+	for (i = 0; i < n; i++) {
+		if (!reqs[i])
+			continue;
+		r = dp_reap(&reqs[i]);
+		if (r && !ret)
+			ret = r;
+	}
+	return mlap2p_err(ret);
+}
+
+MLAP2P_EXPORT int mlap2p_wait(struct mlap2p_request **req)
+{
+	if (!req || !*req)
+		return mlap2p_err(-EINVAL);
+	return mlap2p_waitall(1, req);
+}
+
+MLAP2P_EXPORT int mlap2p_set_proto(struct mlap2p_comm *api, int proto)
+{
+	struct dp *dp;
+	int ret;
+
+	if (proto < MLAP2P_PROTO_AUTO || proto >= NCCL_NUM_PROTOCOLS)
+		return mlap2p_err(-EINVAL);
+	ret = dp_enter(api, &dp);
+	if (ret)
+		return mlap2p_err(ret);
+	dp->proto = proto;
+	mlap2p_comm_leave(dp->comm);
+	return 0;
+}
+
+MLAP2P_EXPORT int mlap2p_proto_for(struct mlap2p_comm *api, size_t bytes)
+{
+	struct dp_link *k = NULL;
+	struct dp *dp;
+	int ret, peer;
+
+	ret = dp_enter(api, &dp);
+	if (ret)
+		return mlap2p_err(ret);
+	/* Any connected link will do: buffer sizes are per comm. */
+	for (peer = 0; peer < dp->comm->nRanks && !k; peer++)
+		if (peer != dp->comm->rank)
+			k = dp_link(dp, peer, 1, &ret, 1);
+	ret = k ? dp_pick(dp, k, bytes) : -ENOTCONN;
+	mlap2p_comm_leave(dp->comm);
+	return ret < 0 ? mlap2p_err(ret) : ret;
+}
+
+MLAP2P_EXPORT const char *mlap2p_proto_name(int proto)
+{
+	switch (proto) {
+	case NCCL_PROTO_LL:
+		return "LL";
+	case NCCL_PROTO_LL128:
+		return "LL128";
+	case NCCL_PROTO_SIMPLE:
+		return "SIMPLE";
+	}
+	return "?";
+}
+
+/* ---- state dump ---- */
+
+/* snprintf-only formatting and one write(2) per line: usable from the
+ * dump signal's handler. */
+static void dp_dump_link(const struct dp *dp, const struct dp_link *k, int fd)
+{
+	const struct ncclConnInfo *c = k->l.conn;
+	const struct mlap2p_op *op = k->qhead;
+	char line[320];
+	int n;
+
+	n = snprintf(line, sizeof(line),
+		     "mlap2p: rank %d %s %d ch %d %s%s: step %llu head %llu tail %llu ops %llu",
+		     dp->comm->rank, k->conn->send ? "->" : "<-", k->l.peer,
+		     k->l.channel, mlap2p_conn_mode_name(k->conn->mode),
+		     k->conn->read ? "/read" : "",
+		     (unsigned long long)c->step,
+		     (unsigned long long)__atomic_load_n(c->head, __ATOMIC_RELAXED),
+		     (unsigned long long)__atomic_load_n(c->tail, __ATOMIC_RELAXED),
+		     (unsigned long long)k->ops);
+	if (n < 0 || n >= (int)sizeof(line))
+		n = sizeof(line) - 1;
+	if (op)
+		n += snprintf(line + n, sizeof(line) - n,
+			      " | busy: %s %zu B at step %llu, %zu B moved",
+			      mlap2p_proto_name(op->proto), op->bytes,
+			      (unsigned long long)op->step, op->off);
+	else
+		n += snprintf(line + n, sizeof(line) - n, " | idle");
+	if (n >= (int)sizeof(line) - 1)
+		n = sizeof(line) - 2;
+	line[n++] = '\n';
+	if (write(fd, line, n) < 0)
+		return;
+}
+
+static void dp_dump(struct dp *dp, int fd)
+{
+	int i;
+
+	for (i = 0; i < 2 * dp->comm->nRanks; i++)
+		if (dp->links[i])
+			dp_dump_link(dp, dp->links[i], fd);
+}
+
+MLAP2P_EXPORT int mlap2p_dump_state(struct mlap2p_comm *api, int fd)
+{
+	struct dp *dp;
+	int ret;
+
+	ret = dp_enter(api, &dp);
+	if (ret)
+		return mlap2p_err(ret);
+	/* Make sure every connection appears, used or not. */
+	for (ret = 0; ret < 2 * dp->comm->nRanks; ret++) {
+		int err;
+
+		if (ret / 2 != dp->comm->rank && !dp->links[ret])
+			dp_link(dp, ret / 2, ret % 2, &err, 1);
+	}
+	dp_dump(dp, fd);
+	mlap2p_comm_leave(dp->comm);
+	return 0;
+}
+
+/* ---- teardown ---- */
+
+static void dp_free(struct ncclComm *comm)
+{
+	struct dp *dp = comm->dp;
+	int i;
+
+	if (!dp)
+		return;
+	if (dp->slot >= 0)
+		__atomic_store_n(&dp_registry[dp->slot], NULL, __ATOMIC_RELEASE);
+	for (i = 0; i < 2 * comm->nRanks; i++) {
+		struct dp_link *k = dp->links[i];
+
+		if (!k)
+			continue;
+		/* Requests still queued (abort) end as cancelled. */
+		while (k->qhead)
+			dp_complete(k, -ECANCELED);
+		free(k);
+	}
+	free(dp->links);
+	free(dp);
+	comm->dp = NULL;
+	comm->dpFree = NULL;
+}
