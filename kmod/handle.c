@@ -9,7 +9,12 @@
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
 
 #include <linux/err.h>
+#include <linux/fdtable.h>
+#include <linux/file.h>
+#include <linux/fs.h>
+#include <linux/sched.h>
 #include <linux/slab.h>
+#include <linux/sort.h>
 #include <linux/xarray.h>
 
 #include "mlap2p.h"
@@ -188,4 +193,84 @@ struct mlap2p_region *mlap2p_handle_get(struct mlap2p_file *f, u32 id,
 	*copy = *h;
 	mutex_unlock(&f->lock);
 	return r;
+}
+
+/* iterate_fd() callback, under the fd table's spinlock: fd + 1 if ours. */
+static int mlap2p_fd_match(const void *unused, struct file *file,
+			   unsigned int fd)
+{
+	return file->f_op == &mlap2p_fops ? fd + 1 : 0;
+}
+
+/* Append the region ids @f holds to *@ids, growing it as needed. */
+static int mlap2p_file_ids(struct mlap2p_file *f, u64 **ids,
+			   unsigned int *nr, unsigned int *cap)
+{
+	struct mlap2p_handle *h;
+	unsigned long id;
+	int ret = 0;
+	u64 *grown;
+
+	mutex_lock(&f->lock);
+	if (*nr + f->nr_handles > *cap) {
+		grown = krealloc_array(*ids, *nr + f->nr_handles, sizeof(**ids),
+				       GFP_KERNEL);
+		if (!grown) {
+			ret = -ENOMEM;
+			goto out_unlock;
+		}
+		*ids = grown;
+		*cap = *nr + f->nr_handles;
+	}
+	/* Committed handles only; nr_handles also counts reservations. */
+	xa_for_each(&f->handles, id, h)
+		(*ids)[(*nr)++] = h->region->id;
+out_unlock:
+	mutex_unlock(&f->lock);
+	return ret;
+}
+
+static int mlap2p_cmp_u64(const void *a, const void *b)
+{
+	u64 x = *(const u64 *)a, y = *(const u64 *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+int mlap2p_current_region_ids(u64 **ids, unsigned int *nr)
+{
+	unsigned int fd = 0, cap = 0, i, n = 0;
+	struct file *file;
+	int next, ret = 0;
+
+	*ids = NULL;
+	if (!current->files)
+		goto out;
+	while ((next = iterate_fd(current->files, fd, mlap2p_fd_match,
+				  NULL)) > 0) {
+		fd = next;
+		/* The fd may have been closed or reused since; recheck. */
+		file = fget(fd - 1);
+		if (!file)
+			continue;
+		if (file->f_op == &mlap2p_fops)
+			ret = mlap2p_file_ids(file->private_data, ids, &n,
+					      &cap);
+		fput(file);
+		if (ret) {
+			kfree(*ids);
+			*ids = NULL;
+			n = 0;
+			goto out;
+		}
+	}
+
+	sort(*ids, n, sizeof(**ids), mlap2p_cmp_u64, NULL);
+	for (i = 1, cap = n ? 1 : 0; i < n; i++)
+		if ((*ids)[i] != (*ids)[cap - 1])
+			(*ids)[cap++] = (*ids)[i];
+	n = cap;
+out:
+	*nr = n;
+	return ret;
 }

@@ -194,7 +194,7 @@ static int mlap2p_release(struct inode *inode, struct file *file)
 	return 0;
 }
 
-static const struct file_operations mlap2p_fops = {
+const struct file_operations mlap2p_fops = {
 	.owner		= THIS_MODULE,
 	.open		= mlap2p_open,
 	.release	= mlap2p_release,

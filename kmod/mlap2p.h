@@ -179,6 +179,9 @@ u64 mlap2p_features(void);
 u32 mlap2p_limit_regions(void);
 u64 mlap2p_limit_bytes(void);
 
+/* main.c: the file operations, to recognise /dev/mlap2p files. */
+extern const struct file_operations mlap2p_fops;
+
 /* ioctl.c */
 long mlap2p_ioctl(struct file *file, unsigned int cmd, unsigned long arg);
 
@@ -205,14 +208,20 @@ void mlap2p_region_map(struct mlap2p_region *r);
 void mlap2p_region_unmap(struct mlap2p_region *r);
 
 /*
- * For genl: a locked snapshot of one region, and a walk over live
- * (published) regions with id >= @from_id in id order.  @fn runs with
- * mlap2p_lock held: it may sleep but must not take mlap2p_lock, touch user
- * memory or put a region.  A non-zero return stops the walk and is returned.
+ * For genl.  mlap2p_region_view() is a consistent snapshot of one region
+ * (takes mlap2p_lock); mlap2p_region_view_id() the same by region id
+ * (-ENOENT if no live region has it).  mlap2p_region_for_each() walks the
+ * live regions with id >= @from_id in id order, setting *@seq (if not
+ * NULL) to a counter bumped whenever a region comes or goes, read under
+ * the same lock (for genl_dump_check_consistent()).  @fn runs with
+ * mlap2p_lock held: it may sleep, but must not take mlap2p_lock or a file
+ * lock, touch user memory or put a region.  A non-zero return from @fn
+ * stops the walk and is returned.
  */
 void mlap2p_region_view(const struct mlap2p_region *r,
 			struct mlap2p_region_view *v);
-int mlap2p_region_for_each(u64 from_id,
+int mlap2p_region_view_id(u64 id, struct mlap2p_region_view *v);
+int mlap2p_region_for_each(u64 from_id, u32 *seq,
 			   int (*fn)(const struct mlap2p_region_view *v,
 				     void *arg),
 			   void *arg);
@@ -241,6 +250,14 @@ void mlap2p_handle_commit(struct mlap2p_file *f, struct mlap2p_handle *h);
 int mlap2p_handle_remove(struct mlap2p_file *f, u32 id, bool owned);
 struct mlap2p_region *mlap2p_handle_get(struct mlap2p_file *f, u32 id,
 					struct mlap2p_handle *copy);
+/*
+ * For genl's unprivileged GET_REGION: the ids of the regions that
+ * current's open /dev/mlap2p files hold handles to (owned or imported),
+ * sorted ascending without duplicates.  *@ids is a kmalloc'ed array the
+ * caller kfree()s (NULL when *@nr is 0).  Takes file locks: call it
+ * without mlap2p_lock held.  Returns 0 or -ENOMEM.
+ */
+int mlap2p_current_region_ids(u64 **ids, unsigned int *nr);
 
 /*
  * genl.c: the generic netlink family.  init returns -EOPNOTSUPP when the

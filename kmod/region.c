@@ -38,6 +38,7 @@ static LIST_HEAD(mlap2p_regions);
 static DEFINE_HASHTABLE(mlap2p_region_hash, 8);
 static u64 mlap2p_next_id = 1;
 static unsigned int mlap2p_nr_regions;	/* including unpublished ones */
+static u32 mlap2p_regions_seq;		/* bumped when the list changes */
 static struct mlap2p_config mlap2p_cfg;
 static u64 mlap2p_used[MLAP2P_MAX_MLAS];
 static struct mlap2p_stats mlap2p_stats;
@@ -192,6 +193,7 @@ static void mlap2p_region_release(struct kref *ref)
 	if (r->published) {
 		list_del(&r->node);
 		hash_del(&r->hnode);
+		mlap2p_regions_seq++;
 		mlap2p_stats.live_regions--;
 		mlap2p_stats.live_bytes -= r->size;
 	}
@@ -225,6 +227,7 @@ void mlap2p_region_publish(struct mlap2p_region *r)
 	r->owner = get_pid(task_tgid(current));
 	list_add_tail(&r->node, &mlap2p_regions);
 	hash_add(mlap2p_region_hash, &r->hnode, r->id);
+	mlap2p_regions_seq++;
 	mlap2p_stats.live_regions++;
 	mlap2p_stats_add_bytes(r->size);
 	mlap2p_stats.live_handles++;
@@ -455,7 +458,23 @@ void mlap2p_region_view(const struct mlap2p_region *r,
 	mutex_unlock(&mlap2p_lock);
 }
 
-int mlap2p_region_for_each(u64 from_id,
+/* The view of live region @id; -ENOENT if there is none. */
+int mlap2p_region_view_id(u64 id, struct mlap2p_region_view *v)
+{
+	struct mlap2p_region *r;
+	int ret = -ENOENT;
+
+	mutex_lock(&mlap2p_lock);
+	r = mlap2p_region_find(id);
+	if (r && kref_read(&r->ref)) {
+		mlap2p_region_view_locked(r, v);
+		ret = 0;
+	}
+	mutex_unlock(&mlap2p_lock);
+	return ret;
+}
+
+int mlap2p_region_for_each(u64 from_id, u32 *seq,
 			   int (*fn)(const struct mlap2p_region_view *v,
 				     void *arg),
 			   void *arg)
@@ -465,8 +484,11 @@ int mlap2p_region_for_each(u64 from_id,
 	int ret = 0;
 
 	mutex_lock(&mlap2p_lock);
+	if (seq)
+		*seq = mlap2p_regions_seq;
 	list_for_each_entry(r, &mlap2p_regions, node) {
-		if (r->id < from_id)
+		/* Dying regions (count already zero) are not live. */
+		if (r->id < from_id || !kref_read(&r->ref))
 			continue;
 		mlap2p_region_view_locked(r, &v);
 		ret = fn(&v, arg);
