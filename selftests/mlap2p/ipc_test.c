@@ -15,6 +15,7 @@
  */
 #include "mlap2p_test.h"
 
+#include <sched.h>
 #include <sys/random.h>
 
 FIXTURE(ipc) {
@@ -348,6 +349,59 @@ TEST_F(ipc, other_uid_gets_eacces)
 		EXPECT_EQ(self->base.rejected + 2, now.rejected);
 		EXPECT_EQ(self->base.opens, now.opens);
 	}
+	EXPECT_EQ(0, mlap2p_free(self->fd, a.handle));
+}
+
+/*
+ * Same euid, another user namespace: a child unshares one, maps its uid 0
+ * to the parent's uid 0 (so the kuid matches the exporter's) and still gets
+ * -EACCES, having no CAP_IPC_OWNER over the exporter's namespace.
+ */
+static int child_other_userns(int rd, int wr, void *arg)
+{
+	const __u8 *ipc = arg;
+	struct mlap2p_ipc_open o;
+	int fd, map, ret;
+
+	(void)rd;
+	(void)wr;
+	if (unshare(CLONE_NEWUSER))
+		return errno == EINVAL || errno == EPERM || errno == ENOSPC ?
+		       MLAP2P_KSFT_SKIP :
+		       mlap2p_child_fail(10, "unshare: %s", strerror(errno));
+	map = open("/proc/self/uid_map", O_WRONLY | O_CLOEXEC);
+	if (map < 0 || write(map, "0 0 1\n", 6) != 6)
+		return mlap2p_child_fail(11, "uid_map: %s", strerror(errno));
+	close(map);
+	if (geteuid() != 0)
+		return mlap2p_child_fail(12, "euid %d in the new namespace",
+					 (int)geteuid());
+	fd = mlap2p_dev_open();
+	if (fd < 0)
+		return mlap2p_child_fail(13, "open: %s", strerror(errno));
+	ret = mlap2p_import(fd, ipc, &o);
+	if (ret != -EACCES)
+		return mlap2p_child_fail(14, "import: %d", ret);
+	return 0;
+}
+
+TEST_F(ipc, other_user_namespace_gets_eacces)
+{
+	__u8 ipc[MLAP2P_IPC_HANDLE_SIZE];
+	struct mlap2p_mem_alloc a;
+	struct peer p;
+	int ret;
+
+	if (geteuid() != 0)
+		SKIP(return, "needs root to map uid 0 into a user namespace");
+	ASSERT_EQ(0, make_region(self->fd, self->mla, self->page, 8, 0, &a,
+				 ipc));
+	ASSERT_EQ(0, peer_start(&p, self->fd, child_other_userns, ipc));
+	ret = peer_finish(&p);
+	if (ret == MLAP2P_KSFT_SKIP)
+		SKIP(goto out, "no user namespaces here");
+	EXPECT_EQ(0, ret);
+out:
 	EXPECT_EQ(0, mlap2p_free(self->fd, a.handle));
 }
 

@@ -43,6 +43,7 @@
 #include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/types.h>
 #include <sys/wait.h>
 
@@ -512,16 +513,20 @@ static inline int mlap2p_wait(pid_t pid)
 		(code);							\
 	})
 
-/* Drop to nobody:nogroup (65534) for good, capabilities included. */
+/*
+ * Drop to nobody:nogroup (65534) for good, capabilities included.  Raw
+ * system calls, so this header needs no _GNU_SOURCE from its includer;
+ * they change the calling thread only, which is all a forked child has.
+ */
 static inline int mlap2p_become_nobody(void)
 {
 	gid_t none[1] = { 65534 };
 
 	if (setgroups(1, none))
 		return -errno;
-	if (setresgid(65534, 65534, 65534))
+	if (syscall(SYS_setresgid, 65534, 65534, 65534))
 		return -errno;
-	if (setresuid(65534, 65534, 65534))
+	if (syscall(SYS_setresuid, 65534, 65534, 65534))
 		return -errno;
 	return 0;
 }

@@ -438,6 +438,48 @@ TEST_F(map, mremap_cannot_grow_a_mapping)
 	munmap(p, q != MAP_FAILED ? 2 * self->len : self->len);
 }
 
+/* Moving a mapping keeps its data and its count. */
+TEST_F(map, mremap_moves_a_mapping)
+{
+	char *p, *q, *hole;
+
+	p = map_rw(self->fd, self->a.mmap_cookie, self->len);
+	ASSERT_NE(MAP_FAILED, p);
+	mlap2p_fill(p, self->len, 21);
+	/* A free spot to move to. */
+	hole = mmap(NULL, self->len, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS,
+		    -1, 0);
+	ASSERT_NE(MAP_FAILED, hole);
+	q = mremap(p, self->len, self->len, MREMAP_MAYMOVE | MREMAP_FIXED,
+		   hole);
+	ASSERT_EQ(hole, q);
+	EXPECT_EQ(-1, mlap2p_check(q, self->len, 21));
+	EXPECT_EQ(1, region_mappings(self->fd, self->a.handle));
+	/* Shrinking is fine too. */
+	ASSERT_EQ(q, mremap(q, self->len, self->page, 0));
+	EXPECT_EQ(1, region_mappings(self->fd, self->a.handle));
+	EXPECT_EQ(-1, mlap2p_check(q, self->page, 21));
+	munmap(q, self->page);
+	EXPECT_EQ(0, region_mappings(self->fd, self->a.handle));
+}
+
+/* Device memory is not anonymous memory: MADV_DONTNEED loses nothing. */
+TEST_F(map, madv_dontneed_keeps_the_data)
+{
+	char *p;
+
+	p = map_rw(self->fd, self->a.mmap_cookie, self->len);
+	ASSERT_NE(MAP_FAILED, p);
+	mlap2p_fill(p, self->len, 22);
+	ASSERT_EQ(0, madvise(p, self->len, MADV_DONTNEED));
+	EXPECT_EQ(-1, mlap2p_check(p, self->len, 22));
+	munmap(p, self->len);
+	p = mlap2p_map(self->fd, self->a.mmap_cookie, self->len, PROT_READ);
+	ASSERT_NE(MAP_FAILED, p);
+	EXPECT_EQ(-1, mlap2p_check(p, self->len, 22));
+	munmap(p, self->len);
+}
+
 /* A hole punched in a mapping leaves two VMAs, each counted and working. */
 TEST_F(map, split_mapping_is_counted)
 {
