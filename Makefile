@@ -21,7 +21,7 @@ export TOP B KDIR V MLAP2P_VERSION MLAP2P_VERSION_MAJOR \
 	MLAP2P_VERSION_MINOR MLAP2P_VERSION_PATCH
 
 .PHONY: all module lib tools selftests ksft deps check check-host check-vm \
-	check-debug demo bench vm-shell clean help checkpatch
+	check-debug demo bench bench-deps vm-shell clean help checkpatch
 
 all: module lib tools selftests
 
@@ -70,6 +70,15 @@ vm-shell: all
 demo: deps
 	$(MAKE) all
 	$(TOP)/tools/demo
+
+# mlap2p-perf beside the baselines, ratios from one run (docs/performance.md);
+# bench-deps installs the optional Open MPI and UCX baselines.
+bench: lib tools
+	$(MAKE) -C bench
+	$(TOP)/tools/bench
+
+bench-deps:
+	$(TOP)/tools/bench --deps
 
 clean:
 	-$(MAKE) -C $(KDIR) M=$(TOP) clean 2>/dev/null

@@ -1,0 +1,224 @@
+// SPDX-License-Identifier: MIT
+/*
+ * bench/ring2copy: the two-copy baseline for bulk transfers between two
+ * processes, a plain shared-memory FIFO with no library around it.
+ *
+ * Two processes (fork), pinned to their own CPUs, exchange a message of
+ * SIZE bytes each way at once (-u: one way only, rank 0 to rank 1).  Each
+ * direction is a ring of 8 slots of CHUNK bytes in shared memory with a
+ * 64-bit head and tail on their own lines: the sender copies a chunk into a
+ * free slot and publishes tail (release), the receiver acquires tail,
+ * copies the chunk out and publishes head.  Both directions progress in
+ * one loop per process, so the exchange cannot deadlock.  This is the
+ * structure of any copy-in/copy-out transport (NCCL's SIMPLE through a
+ * FIFO, Open MPI's sm without single copy), at its simplest.
+ *
+ *   ring2copy [-s SIZE] [-k CHUNK] [-i ITERS] [-r REPEATS] [-u] [-c A,B]
+ *
+ * Prints the median time per exchange and "ring2copy_gbps <median>"
+ * (SIZE / time, as mlap2p-perf's sendrecv algbw).
+ */
+#define _GNU_SOURCE
+#include <sched.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#define SLOTS 8
+
+struct ring {
+	uint64_t head __attribute__((aligned(128)));	/* receiver writes */
+	uint64_t tail __attribute__((aligned(128)));	/* sender writes */
+	char data[] __attribute__((aligned(4096)));
+};
+
+static size_t chunk = 512 << 10;
+
+static size_t parse_size(const char *s)
+{
+	char *end;
+	double v = strtod(s, &end);
+
+	if (*end == 'K' || *end == 'k')
+		v *= 1024;
+	else if (*end == 'M' || *end == 'm')
+		v *= 1024 * 1024;
+	else if (*end == 'G' || *end == 'g')
+		v *= 1024.0 * 1024 * 1024;
+	return (size_t)v;
+}
+
+static void pin(int cpu)
+{
+	cpu_set_t set;
+
+	CPU_ZERO(&set);
+	CPU_SET(cpu, &set);
+	if (sched_setaffinity(0, sizeof(set), &set))
+		perror("sched_setaffinity");
+}
+
+static double now_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static int cmp(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/* Per process and direction: where this message stands. */
+struct side {
+	struct ring *r;
+	char *buf;
+	size_t size, off;
+	uint64_t step;
+};
+
+/* Send one chunk if there is room; 1 if something moved. */
+static int push(struct side *s)
+{
+	size_t n;
+
+	if (s->off >= s->size)
+		return 0;
+	if (__atomic_load_n(&s->r->head, __ATOMIC_ACQUIRE) + SLOTS <= s->step)
+		return 0;
+	n = s->size - s->off < chunk ? s->size - s->off : chunk;
+	memcpy(s->r->data + (s->step % SLOTS) * chunk, s->buf + s->off, n);
+	s->off += n;
+	__atomic_store_n(&s->r->tail, ++s->step, __ATOMIC_RELEASE);
+	return 1;
+}
+
+static int pull(struct side *s)
+{
+	size_t n;
+
+	if (s->off >= s->size)
+		return 0;
+	if (__atomic_load_n(&s->r->tail, __ATOMIC_ACQUIRE) <= s->step)
+		return 0;
+	n = s->size - s->off < chunk ? s->size - s->off : chunk;
+	memcpy(s->buf + s->off, s->r->data + (s->step % SLOTS) * chunk, n);
+	s->off += n;
+	__atomic_store_n(&s->r->head, ++s->step, __ATOMIC_RELEASE);
+	return 1;
+}
+
+/* One exchange: send sbuf on out, receive into rbuf from in. */
+static void exchange(struct side *out, struct side *in)
+{
+	out->off = 0;
+	if (in)
+		in->off = 0;
+	while (out->off < out->size || (in && in->off < in->size)) {
+		push(out);
+		if (in)
+			pull(in);
+	}
+}
+
+static void recv_only(struct side *in)
+{
+	in->off = 0;
+	while (in->off < in->size)
+		pull(in);
+}
+
+int main(int argc, char **argv)
+{
+	size_t size = 64 << 20;
+	long iters = 10, repeats = 5, r, i;
+	int uni = 0, cpu0 = 0, cpu1 = 1, c;
+	struct ring *ab, *ba;
+	size_t ringBytes;
+	double res[64];
+	pid_t pid;
+	int pfd[2];
+
+	while ((c = getopt(argc, argv, "s:k:i:r:uc:h")) != -1) {
+		switch (c) {
+		case 's': size = parse_size(optarg); break;
+		case 'k': chunk = parse_size(optarg); break;
+		case 'i': iters = atol(optarg); break;
+		case 'r': repeats = atol(optarg); break;
+		case 'u': uni = 1; break;
+		case 'c':
+			if (sscanf(optarg, "%d,%d", &cpu0, &cpu1) != 2)
+				return 2;
+			break;
+		default:
+			fprintf(stderr, "usage: ring2copy [-s SIZE] [-k CHUNK] [-i ITERS] [-r REPEATS] [-u] [-c A,B]\n");
+			return 2;
+		}
+	}
+	if (!chunk || repeats < 1 || repeats > 64 || iters < 1)
+		return 2;
+	ringBytes = sizeof(struct ring) + SLOTS * chunk;
+	ab = mmap(NULL, ringBytes, PROT_READ | PROT_WRITE,
+		  MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	ba = mmap(NULL, ringBytes, PROT_READ | PROT_WRITE,
+		  MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	if (ab == MAP_FAILED || ba == MAP_FAILED || pipe(pfd))
+		return 1;
+	pid = fork();
+	if (pid < 0)
+		return 1;
+	{
+		int rank = pid == 0;
+		char *sbuf = malloc(size), *rbuf = malloc(size);
+		struct side out = { .r = rank ? ba : ab, .buf = sbuf, .size = size };
+		struct side in = { .r = rank ? ab : ba, .buf = rbuf, .size = size };
+		char tok = 0;
+
+		if (!sbuf || !rbuf)
+			return 1;
+		memset(sbuf, rank + 1, size);
+		memset(rbuf, 0, size);
+		pin(rank ? cpu1 : cpu0);
+		for (r = 0; r < repeats; r++) {
+			double t0 = 0;
+
+			/* line up the two processes before each repeat */
+			if (rank) {
+				if (read(pfd[0], &tok, 1) != 1)
+					_exit(1);
+			} else if (write(pfd[1], &tok, 1) != 1) {
+				return 1;
+			}
+			for (i = -1; i < iters; i++) {	/* one warm-up */
+				if (i == 0)
+					t0 = now_s();
+				if (uni && rank)
+					recv_only(&in);
+				else
+					exchange(&out, uni ? NULL : &in);
+			}
+			if (!rank) {
+				res[r] = (now_s() - t0) / iters;
+				printf("# repeat %ld: %.1f us per %s of %zu bytes, %.2f GB/s\n",
+				       r, res[r] * 1e6, uni ? "message" : "exchange",
+				       size, size / res[r] / 1e9);
+			}
+		}
+		if (rank)
+			_exit(memchr(rbuf, 0, size) ? 1 : 0);
+		/* (rank 0's rbuf stays zero in one-way mode) */
+	}
+	waitpid(pid, NULL, 0);
+	qsort(res, repeats, sizeof(res[0]), cmp);
+	printf("ring2copy_gbps %.3f\n", size / res[repeats / 2] / 1e9);
+	return 0;
+}
