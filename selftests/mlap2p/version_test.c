@@ -6,8 +6,8 @@
  * test holds each of them against the header this test was built with:
  *
  *  - the shared library, loaded by its soname libmlap2p.so.<MAJOR> (so the
- *    soname itself is checked): DT_SONAME, mlap2p_version() and
- *    mlap2p_version_string();
+ *    soname itself is checked): DT_SONAME, mlap2p_version() (its three
+ *    numbers and the version code it returns) and mlap2p_version_string();
  *  - the loaded module: /sys/module/mlap2p/version;
  *  - GET_INFO: the ABI version equals the uapi header's, its major equals
  *    the package major (an incompatible kernel ABI is a new soname), and
@@ -152,7 +152,9 @@ TEST(library_matches_header)
 	ASSERT_NE(NULL, sym);
 	version_string = (const char *(*)(void))sym;
 
-	EXPECT_EQ(0, version(&major, &minor, &patch));
+	/* It returns the version code, MLAP2P_VERSION_CODE(maj, min, pat). */
+	EXPECT_EQ((MLAP2P_VERSION_MAJOR << 16) | (MLAP2P_VERSION_MINOR << 8) |
+		  MLAP2P_VERSION_PATCH, version(&major, &minor, &patch));
 	EXPECT_EQ(MLAP2P_VERSION_MAJOR, major);
 	EXPECT_EQ(MLAP2P_VERSION_MINOR, minor);
 	EXPECT_EQ(MLAP2P_VERSION_PATCH, patch);
