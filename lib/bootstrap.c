@@ -238,9 +238,9 @@ static void *bs_root_main(void *arg)
 		if (hello.nranks != nranks || r < 0 || r >= nranks ||
 		    fds[r] >= 0) {
 			snprintf(msg, sizeof(msg), hello.nranks != nranks ?
-				 "rank %d says there are %d ranks, rank 0..%d said %d" :
+				 "rank %d says there are %d ranks, the first rank to arrive said %d" :
 				 "rank %d joined twice (or is out of range)",
-				 r, hello.nranks, nranks - 1, nranks);
+				 r, hello.nranks, nranks);
 			bs_root_error(fd, root->magic, -EINVAL, msg);
 			close(fd);
 			continue;
@@ -635,7 +635,7 @@ void mlap2p_bootstrap_abort(struct mlap2p_bootstrap *s)
 	if (!s)
 		return;
 	pthread_mutex_lock(&s->lock);
-	s->aborted = 1;
+	__atomic_store_n(&s->aborted, 1, __ATOMIC_RELEASE);
 	pthread_cond_broadcast(&s->cond);
 	pthread_mutex_unlock(&s->lock);
 }
@@ -687,6 +687,33 @@ static bool bs_valid_peer(struct mlap2p_bootstrap *s, int peer)
 	return s && peer >= 0 && peer < s->nranks;
 }
 
+/*
+ * Connect to @peer's listener, a second at a time, so that a peer that
+ * died is noticed (-ESRCH) instead of being retried until the deadline.
+ */
+static int bs_connect(struct mlap2p_bootstrap *s, int peer, int64_t deadline,
+		      int *fd)
+{
+	int ret;
+
+	for (;;) {
+		int64_t slice = mlap2p_now_ms() + 1000;
+
+		if (deadline >= 0 && deadline < slice)
+			slice = deadline;
+		ret = mlap2p_sock_connect(&s->addrs[peer], slice, fd);
+		if (ret != -ETIMEDOUT && ret != -ECONNREFUSED)
+			return ret;
+		if (deadline >= 0 && mlap2p_now_ms() >= deadline)
+			return -ETIMEDOUT;
+		if (mlap2p_comm_aborted(s->comm) ||
+		    __atomic_load_n(&s->aborted, __ATOMIC_ACQUIRE))
+			return -ECANCELED;
+		if (mlap2p_peer_alive(s->comm, peer))
+			return -ESRCH;
+	}
+}
+
 ncclResult_t bootstrapSend(struct mlap2p_bootstrap *s, int peer, int tag,
 			   const void *data, int size)
 {
@@ -710,18 +737,33 @@ ncclResult_t bootstrapSend(struct mlap2p_bootstrap *s, int peer, int tag,
 		return ncclSuccess;
 	}
 	deadline = bs_deadline(s->timeoutMs);
-	ret = mlap2p_sock_connect(&s->addrs[peer], deadline, &fd);
+	ret = bs_connect(s, peer, deadline, &fd);
 	if (!ret) {
 		ret = bs_send_hdr(fd, s->magic, BS_MSG, s->rank, tag, data,
 				  (uint32_t)size, deadline);
 		close(fd);
 	}
+	if (ret == -ESRCH) {
+		WARN("bootstrap: rank %d cannot send to rank %d (tag %#x): rank %d (pid %d) has exited",
+		     s->rank, peer, tag, peer, (int)s->comm->peerInfo[peer].pid);
+		return bs_fail(ret);
+	}
 	if (ret) {
 		WARN("bootstrap: rank %d cannot send to rank %d (tag %#x): %s",
-		     s->rank, peer, tag, strerror(-ret));
+		     s->rank, peer, tag, mlap2p_strerror(ret));
 		return bs_fail(ret);
 	}
 	return ncclSuccess;
+}
+
+static struct bs_msg *bs_find(struct mlap2p_bootstrap *s, int peer, int tag)
+{
+	struct bs_msg *m;
+
+	for (m = s->queue; m; m = m->next)
+		if (m->rank == peer && m->tag == tag)
+			return m;
+	return NULL;
 }
 
 static struct bs_msg *bs_take(struct mlap2p_bootstrap *s, int peer, int tag)
@@ -738,9 +780,12 @@ static struct bs_msg *bs_take(struct mlap2p_bootstrap *s, int peer, int tag)
 	return NULL;
 }
 
-/* Wait for (peer, tag); 0, -ETIMEDOUT, -ECANCELED or -ESRCH (peer died). */
+/*
+ * Wait for (peer, tag); 0, -ETIMEDOUT, -ECANCELED, -ESRCH (peer died) or,
+ * with @failFast, -ECONNABORTED once the peer posted MLAP2P_TAG_FAILED.
+ */
 static int bs_wait(struct mlap2p_bootstrap *s, int peer, int tag,
-		   struct bs_msg **out)
+		   bool failFast, struct bs_msg **out)
 {
 	int64_t deadline = bs_deadline(s->timeoutMs);
 	struct bs_msg *m;
@@ -754,6 +799,10 @@ static int bs_wait(struct mlap2p_bootstrap *s, int peer, int tag,
 		m = bs_take(s, peer, tag);
 		if (m)
 			break;
+		if (failFast && bs_find(s, peer, MLAP2P_TAG_FAILED)) {
+			ret = -ECONNABORTED;
+			break;
+		}
 		if (s->aborted || mlap2p_comm_aborted(s->comm)) {
 			ret = -ECANCELED;
 			break;
@@ -786,16 +835,19 @@ static int bs_wait(struct mlap2p_bootstrap *s, int peer, int tag,
 	return ret;
 }
 
-ncclResult_t bootstrapRecv(struct mlap2p_bootstrap *s, int peer, int tag,
-			   void *data, int size)
+static ncclResult_t bs_recv(struct mlap2p_bootstrap *s, int peer, int tag,
+			    void *data, int size, bool failFast)
 {
 	struct bs_msg *m;
 	int ret;
 
 	if (!bs_valid_peer(s, peer) || size < 0)
 		return bs_fail(-EINVAL);
-	ret = bs_wait(s, peer, tag, &m);
-	if (ret == -ETIMEDOUT) {
+	ret = bs_wait(s, peer, tag, failFast, &m);
+	if (ret == -ECONNABORTED) {
+		WARN("bootstrap: rank %d: rank %d failed its side of the connection setup (see its log)",
+		     s->rank, peer);
+	} else if (ret == -ETIMEDOUT) {
 		WARN("bootstrap: rank %d: nothing from rank %d (tag %#x) within %ld ms",
 		     s->rank, peer, tag, s->timeoutMs);
 	} else if (ret == -ESRCH) {
@@ -814,6 +866,18 @@ ncclResult_t bootstrapRecv(struct mlap2p_bootstrap *s, int peer, int tag,
 	}
 	free(m);
 	return ret ? bs_fail(ret) : ncclSuccess;
+}
+
+ncclResult_t bootstrapRecv(struct mlap2p_bootstrap *s, int peer, int tag,
+			   void *data, int size)
+{
+	return bs_recv(s, peer, tag, data, size, false);
+}
+
+ncclResult_t bootstrapRecvSetup(struct mlap2p_bootstrap *s, int peer, int tag,
+				void *data, int size)
+{
+	return bs_recv(s, peer, tag, data, size, true);
 }
 
 ncclResult_t bootstrapBarrier(struct mlap2p_bootstrap *s, int tag)
@@ -867,7 +931,7 @@ static int bs_request(struct mlap2p_bootstrap *s, int rank, int type,
 	struct bs_hdr h;
 	int fd, ret;
 
-	ret = mlap2p_sock_connect(&s->addrs[rank], deadline, &fd);
+	ret = bs_connect(s, rank, deadline, &fd);
 	if (ret)
 		return ret;
 	ret = bs_send_hdr(fd, s->magic, type, s->rank, 0, req, reqSize,

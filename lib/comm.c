@@ -310,7 +310,11 @@ static void mlap2p_wait_idle(struct ncclComm *comm)
 		nanosleep(&ts, NULL);
 }
 
-/* Peers with any connected connector. */
+/*
+ * Peers with a connected connector: they may map our memory.  A failed
+ * setup leaves connectors with resources but not connected; their peers
+ * were told (MLAP2P_TAG_FAILED) and never mapped anything of ours.
+ */
 static char *mlap2p_connected_peers(struct ncclComm *comm)
 {
 	char *peers = calloc((size_t)comm->nRanks, 1);
@@ -324,8 +328,8 @@ static char *mlap2p_connected_peers(struct ncclComm *comm)
 		if (!ch->peers)
 			continue;
 		for (p = 0; p < comm->nRanks; p++)
-			if (ch->peers[p].send.c.transportResources ||
-			    ch->peers[p].recv.c.transportResources)
+			if (ch->peers[p].send.c.connected ||
+			    ch->peers[p].recv.c.connected)
 				peers[p] = 1;
 	}
 	return peers;
@@ -344,8 +348,8 @@ static int mlap2p_close_handshake(struct ncclComm *comm)
 		    !ret)
 			ret = mlap2p_nccl_err(ncclSystemError);
 	for (p = 0; p < comm->nRanks; p++)
-		if (peers[p] && bootstrapRecv(comm->bootstrap, p,
-					      MLAP2P_TAG_CLOSE, NULL, 0) &&
+		if (peers[p] && bootstrapRecvSetup(comm->bootstrap, p,
+						   MLAP2P_TAG_CLOSE, NULL, 0) &&
 		    !ret)
 			ret = mlap2p_nccl_err(ncclSystemError);
 	free(peers);

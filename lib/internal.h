@@ -390,6 +390,12 @@ ncclResult_t bootstrapSend(struct mlap2p_bootstrap *state, int peer, int tag,
 ncclResult_t bootstrapRecv(struct mlap2p_bootstrap *state, int peer, int tag,
 			   void *data, int size);
 ncclResult_t bootstrapBarrier(struct mlap2p_bootstrap *state, int tag);
+/*
+ * bootstrapRecv for the connect path: also gives up (-ECONNABORTED) as
+ * soon as @peer has posted MLAP2P_TAG_FAILED, i.e. failed its own side.
+ */
+ncclResult_t bootstrapRecvSetup(struct mlap2p_bootstrap *state, int peer,
+				int tag, void *data, int size);
 /* All-gather @size bytes per rank; rank r's slot at allData + r * size. */
 ncclResult_t bootstrapAllGather(struct mlap2p_bootstrap *state, void *allData,
 				int size);
@@ -608,6 +614,7 @@ const char *mlap2p_conn_mode_name(enum mlap2p_conn_mode mode);
 #define MLAP2P_TAG_BARRIER	(MLAP2P_TAG_CORE | 0x3000000)
 #define MLAP2P_TAG_ALLGATHER	(MLAP2P_TAG_CORE | 0x4000000)
 #define MLAP2P_TAG_RINGS	(MLAP2P_TAG_CORE | 0x5000000)
+#define MLAP2P_TAG_FAILED	(MLAP2P_TAG_CORE | 0x6000000)	/* no payload */
 
 /* ------------------------------------------------------------------ */
 /* Small helpers (lib/util.c)                                         */

@@ -246,8 +246,9 @@ static ncclResult_t mlap2p_setup_round(struct ncclComm *comm,
 		if (recvChannels + sendChannels) {
 			NCCLCHECK(bootstrapSend(comm->bootstrap, recvPeer, tag, data,
 						(recvChannels + sendChannels) << 7));
-			NCCLCHECK(bootstrapRecv(comm->bootstrap, recvPeer, tag, data,
-						(recvChannels + sendChannels) << 7));
+			NCCLCHECK(bootstrapRecvSetup(comm->bootstrap, recvPeer,
+						     tag, data,
+						     (recvChannels + sendChannels) << 7));
 			sendData = data;
 			recvData = data + sendChannels;
 		}
@@ -259,11 +260,13 @@ static ncclResult_t mlap2p_setup_round(struct ncclComm *comm,
 			NCCLCHECK(bootstrapSend(comm->bootstrap, sendPeer, tag,
 						sendData, sendChannels << 7));
 		if (sendChannels)
-			NCCLCHECK(bootstrapRecv(comm->bootstrap, sendPeer, tag,
-						sendData, sendChannels << 7));
+			NCCLCHECK(bootstrapRecvSetup(comm->bootstrap, sendPeer,
+						     tag, sendData,
+						     sendChannels << 7));
 		if (recvChannels)
-			NCCLCHECK(bootstrapRecv(comm->bootstrap, recvPeer, tag,
-						recvData, recvChannels << 7));
+			NCCLCHECK(bootstrapRecvSetup(comm->bootstrap, recvPeer,
+						     tag, recvData,
+						     recvChannels << 7));
 	}
 
 	for (c = 0; c < MAXCHANNELS; c++) {
@@ -293,7 +296,7 @@ MLAP2P_EXPORT ncclResult_t ncclTransportP2pSetup(struct ncclComm *comm,
 	struct ncclConnect data[2 * MAXCHANNELS];
 	ncclResult_t res = ncclSuccess;
 	char *touched;
-	int i, p;
+	int i, p, err;
 
 	if (!comm) {
 		mlap2p_errno_stash(-EINVAL);
@@ -317,14 +320,25 @@ MLAP2P_EXPORT ncclResult_t ncclTransportP2pSetup(struct ncclComm *comm,
 				      res, fail);
 	for (p = 0; p < comm->nRanks; p++)
 		if (touched[p])
-			NCCLCHECKGOTO(bootstrapRecv(comm->bootstrap, p,
-						    MLAP2P_TAG_CONNECTED, NULL, 0),
+			NCCLCHECKGOTO(bootstrapRecvSetup(comm->bootstrap, p,
+							 MLAP2P_TAG_CONNECTED,
+							 NULL, 0),
 				      res, fail);
 	free(touched);
 	return ncclSuccess;
 
 fail:
-	/* Drop what is pending; connectors set up so far are freed at destroy. */
+	/*
+	 * Tell every peer still counting on us, so it fails now rather than
+	 * at its timeout; then drop what is pending (connectors set up so
+	 * far are freed at destroy).
+	 */
+	err = mlap2p_errno_take(res);
+	for (p = 0; p < comm->nRanks; p++)
+		if (touched[p] || comm->connectSend[p] || comm->connectRecv[p])
+			bootstrapSend(comm->bootstrap, p, MLAP2P_TAG_FAILED,
+				      NULL, 0);
+	mlap2p_errno_stash(err);
 	memset(comm->connectSend, 0, sizeof(uint32_t) * (size_t)comm->nRanks);
 	memset(comm->connectRecv, 0, sizeof(uint32_t) * (size_t)comm->nRanks);
 	free(touched);
