@@ -1,0 +1,264 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * Transport selection for every edge class, under NCCL_P2P_DISABLE and
+ * each NCCL_P2P_LEVEL (by name and by number).
+ *
+ * Six ranks (threads, host runtime, a trn2 pod of two nodes) sit so that
+ * rank 0 sees every class:
+ *
+ *   rank  core  MLA  edge from rank 0
+ *   1     1     0    LOCAL  (same MLA)
+ *   2     4     1    D2D    (torus neighbour)
+ *   3     8     2    RELAY  (through MLA 1, where rank 2 runs)
+ *   4     64    16   POD    (node 1, same local MLA: a pod link)
+ *   5     68    17   NONE   (node 1, another MLA: no link)
+ *
+ * For each peer rank 0 asks P2P and NET whether they can connect, then
+ * really connects: an allowed edge comes up (P2P/direct pointer, or
+ * P2P/indirect through rank 2 for the relay) and carries a pattern; any
+ * other ends in the seed's terminal error, since NET says no.  Bad values
+ * of every variable the library reads are refused with their name.
+ */
+#include "lib_test.h"
+
+#define NR	6
+
+static const int sel_cores[NR] = { 0, 1, 4, 8, 64, 68 };
+static const int sel_edge[NR] = {
+	MLAP2P_EDGE_LOCAL, MLAP2P_EDGE_LOCAL, MLAP2P_EDGE_D2D,
+	MLAP2P_EDGE_RELAY, MLAP2P_EDGE_POD, MLAP2P_EDGE_NONE,
+};
+
+FIXTURE(select) {
+	int dummy;
+};
+
+FIXTURE_VARIANT(select) {
+	const char *level;	/* NCCL_P2P_LEVEL or NULL */
+	const char *disable;	/* NCCL_P2P_DISABLE or NULL */
+	int max;		/* highest class P2P may take, 0 = none */
+};
+
+FIXTURE_VARIANT_ADD(select, default_level) { .max = MLAP2P_EDGE_POD };
+FIXTURE_VARIANT_ADD(select, disable) { .disable = "1", .max = 0 };
+FIXTURE_VARIANT_ADD(select, disable0) { .disable = "0", .max = MLAP2P_EDGE_POD };
+FIXTURE_VARIANT_ADD(select, level_local) { .level = "LOCAL", .max = MLAP2P_EDGE_LOCAL };
+FIXTURE_VARIANT_ADD(select, level_d2d) { .level = "d2d", .max = MLAP2P_EDGE_D2D };
+FIXTURE_VARIANT_ADD(select, level_relay) { .level = "RELAY", .max = MLAP2P_EDGE_RELAY };
+FIXTURE_VARIANT_ADD(select, level_pod) { .level = "POD", .max = MLAP2P_EDGE_POD };
+FIXTURE_VARIANT_ADD(select, level_1) { .level = "1", .max = MLAP2P_EDGE_LOCAL };
+FIXTURE_VARIANT_ADD(select, level_2) { .level = "2", .max = MLAP2P_EDGE_D2D };
+FIXTURE_VARIANT_ADD(select, level_3) { .level = "3", .max = MLAP2P_EDGE_RELAY };
+FIXTURE_VARIANT_ADD(select, level_4) { .level = "4", .max = MLAP2P_EDGE_POD };
+FIXTURE_VARIANT_ADD(select, disable_wins) { .level = "POD", .disable = "1", .max = 0 };
+
+FIXTURE_SETUP(select)
+{
+	self->dummy = 0;
+	setenv("MLAP2P_RUNTIME", "host", 1);
+	lt_host_topology();
+	if (variant->level)
+		setenv("NCCL_P2P_LEVEL", variant->level, 1);
+	if (variant->disable)
+		setenv("NCCL_P2P_DISABLE", variant->disable, 1);
+}
+
+FIXTURE_TEARDOWN(select)
+{
+}
+
+static bool sel_allowed(int max, int peer)
+{
+	return sel_edge[peer] != MLAP2P_EDGE_NONE && sel_edge[peer] <= max;
+}
+
+/* Rank 0 and @peer connect to each other; check how. */
+static int sel_pair(struct lt_rank *r, int peer, int max)
+{
+	char expect[160];
+	struct mlap2p_conn_desc d;
+	int other = r->rank == 0 ? peer : 0;
+	int ret, core0 = r->rank == 0 ? r->core : sel_cores[0];
+	int corep = r->rank == 0 ? sel_cores[peer] : r->core;
+
+	ret = mlap2p_connect_peers(r->comm, 1, 1, &other, 1, &other);
+	if (!sel_allowed(max, peer)) {
+		if (ret != -EHOSTUNREACH)
+			return 60;
+		snprintf(expect, sizeof(expect),
+			 "No transport found between devices %d and %d. Possible replica group misconfiguration",
+			 r->rank == 0 ? core0 : corep,
+			 r->rank == 0 ? corep : core0);
+		if (!strstr(mlap2p_last_error(), expect)) {
+			snprintf(r->msg, sizeof(r->msg), "want '%s', got '%s'",
+				 expect, mlap2p_last_error());
+			return 61;
+		}
+		return 0;
+	}
+	if (ret)
+		return 62;
+	if (mlap2p_conn_get(r->comm, 0, other, MLAP2P_DIR_SEND, &d))
+		return 63;
+	if (d.path != (sel_edge[peer] == MLAP2P_EDGE_RELAY ?
+		       MLAP2P_PATH_INDIRECT : MLAP2P_PATH_DIRECT))
+		return 64;
+	if (sel_edge[peer] == MLAP2P_EDGE_RELAY && d.mem_rank != 2)
+		return 65;
+	return lt_exchange(r->comm, 0, other);
+}
+
+/* What rank 0 learns by asking each transport directly. */
+static int sel_ask(struct lt_rank *r, int max)
+{
+	struct ncclComm *comm = mlap2p_nccl(r->comm);
+	int peer, ok;
+
+	for (peer = 1; peer < NR; peer++) {
+		if (comm->topo->edge[peer] != sel_edge[peer])
+			return 70;
+		if (p2pTransport.canConnect(&ok, comm->topo, NULL,
+					    &comm->peerInfo[0],
+					    &comm->peerInfo[peer]))
+			return 71;
+		if (ok != (int)sel_allowed(max, peer)) {
+			snprintf(r->msg, sizeof(r->msg),
+				 "P2P to rank %d (%s): %d", peer,
+				 mlap2p_topo_edge_name((__u32)sel_edge[peer]), ok);
+			return 72;
+		}
+		if (netTransport.canConnect(&ok, comm->topo, NULL,
+					    &comm->peerInfo[0],
+					    &comm->peerInfo[peer]) || ok)
+			return 73;
+	}
+	/* The relay goes through rank 2, which runs on MLA 1. */
+	if (comm->topo->intermediate[3] != 2 || comm->topo->relayMla[3] != 1)
+		return 74;
+	return 0;
+}
+
+static int sel_rank(struct lt_rank *r)
+{
+	const int *max = r->arg;
+	int ret = 0, peer;
+
+	if (lt_init(r))
+		return 1;
+	if (r->rank == 0) {
+		ret = sel_ask(r, *max);
+		for (peer = 1; peer < NR && !ret; peer++)
+			ret = sel_pair(r, peer, *max);
+	} else {
+		ret = sel_pair(r, r->rank, *max);
+	}
+	if (mlap2p_comm_destroy(r->comm) && !ret)
+		ret = 80;
+	return ret;
+}
+
+TEST_F(select, every_edge_class)
+{
+	struct lt_rank ranks[NR];
+	int max = variant->max;
+
+	ASSERT_EQ(0, lt_run_threads(NR, sel_cores, sel_rank, &max, ranks));
+}
+
+/* A relay needs a rank on the intermediate MLA; without one, no P2P. */
+static int relay_alone_rank(struct lt_rank *r)
+{
+	int peer = 1 - r->rank, ret;
+
+	if (lt_init(r))
+		return 1;
+	ret = mlap2p_connect_peers(r->comm, 1, 1, &peer, 1, &peer) ==
+	      -EHOSTUNREACH ? 0 : 2;
+	if (!ret && !strstr(mlap2p_last_error(), "No transport found between devices"))
+		ret = 3;
+	if (mlap2p_comm_destroy(r->comm) && !ret)
+		ret = 4;
+	return ret;
+}
+
+TEST(relay_without_intermediate_rank)
+{
+	int cores[2] = { 0, 8 };
+	struct lt_rank ranks[2];
+
+	lt_host_topology();
+	setenv("MLAP2P_RUNTIME", "host", 1);
+	ASSERT_EQ(0, lt_run_threads(2, cores, relay_alone_rank, NULL, ranks));
+}
+
+/* ---- bad values are refused, naming the variable ---- */
+
+FIXTURE(badenv) {
+	int dummy;
+};
+
+FIXTURE_VARIANT(badenv) {
+	const char *name;
+	const char *value;
+};
+
+FIXTURE_VARIANT_ADD(badenv, p2p_level) { "NCCL_P2P_LEVEL", "SYS" };
+FIXTURE_VARIANT_ADD(badenv, p2p_level_num) { "NCCL_P2P_LEVEL", "5" };
+FIXTURE_VARIANT_ADD(badenv, p2p_disable) { "NCCL_P2P_DISABLE", "yes" };
+FIXTURE_VARIANT_ADD(badenv, p2p_read) { "NCCL_P2P_READ_ENABLE", "2" };
+FIXTURE_VARIANT_ADD(badenv, buffsize) { "NCCL_BUFFSIZE", "4Q" };
+FIXTURE_VARIANT_ADD(badenv, ll_buffsize) { "NCCL_LL_BUFFSIZE", "-1" };
+FIXTURE_VARIANT_ADD(badenv, ll128_buffsize) { "NCCL_LL128_BUFFSIZE", "2G" };
+FIXTURE_VARIANT_ADD(badenv, debug) { "NCCL_DEBUG", "LOUD" };
+FIXTURE_VARIANT_ADD(badenv, debug_subsys) { "NCCL_DEBUG_SUBSYS", "INIT,NOPE" };
+FIXTURE_VARIANT_ADD(badenv, runtime) { "MLAP2P_RUNTIME", "gpu" };
+FIXTURE_VARIANT_ADD(badenv, timeout) { "MLAP2P_BOOTSTRAP_TIMEOUT", "soon" };
+FIXTURE_VARIANT_ADD(badenv, rings) { "NCCL_RINGS", "0 0" };
+FIXTURE_VARIANT_ADD(badenv, family) { "MLAP2P_FAMILY", "trn9" };
+FIXTURE_VARIANT_ADD(badenv, lnc) { "MLAP2P_LNC", "3" };
+FIXTURE_VARIANT_ADD(badenv, pod) { "MLAP2P_POD", "mesh" };
+FIXTURE_VARIANT_ADD(badenv, pod_nodes) { "MLAP2P_POD_NODES", "0" };
+FIXTURE_VARIANT_ADD(badenv, node) { "MLAP2P_NODE", "7" };
+FIXTURE_VARIANT_ADD(badenv, devices) { "MLAP2P_DEVICES", "15" };
+FIXTURE_VARIANT_ADD(badenv, ifname) { "NCCL_SOCKET_IFNAME", "=nosuchif0" };
+
+FIXTURE_SETUP(badenv)
+{
+	self->dummy = 0;
+	if (strcmp(variant->name, "MLAP2P_RUNTIME"))
+		setenv("MLAP2P_RUNTIME", "host", 1);
+}
+
+FIXTURE_TEARDOWN(badenv)
+{
+}
+
+TEST_F(badenv, refused_by_name)
+{
+	struct mlap2p_unique_id id;
+	struct mlap2p_comm *comm = NULL;
+	int ret;
+
+	ASSERT_EQ(0, mlap2p_get_unique_id(&id));
+	setenv(variant->name, variant->value, 1);
+	ret = mlap2p_comm_init_rank(&comm, 2, &id, 0, 0);
+	EXPECT_EQ(-EINVAL, ret);
+	EXPECT_EQ(NULL, comm);
+	EXPECT_NE(NULL, strstr(mlap2p_last_error(), variant->name))
+		TH_LOG("message: %s", mlap2p_last_error());
+}
+
+/* A core beyond the topology is refused too. */
+TEST(core_out_of_range)
+{
+	struct mlap2p_unique_id id;
+	struct mlap2p_comm *comm = NULL;
+
+	setenv("MLAP2P_RUNTIME", "host", 1);
+	setenv("MLAP2P_FAMILY", "trn1", 1);	/* 32 cores */
+	ASSERT_EQ(0, mlap2p_get_unique_id(&id));
+	EXPECT_EQ(-EINVAL, mlap2p_comm_init_rank(&comm, 1, &id, 0, 32));
+	EXPECT_NE(NULL, strstr(mlap2p_last_error(), "core 32"));
+}
+
+TEST_HARNESS_MAIN
