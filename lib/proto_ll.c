@@ -103,6 +103,12 @@ static int ll_send(struct mlap2p_op *op)
 
 		if (!mlap2p_has_credit(link, s))
 			return moved ? MLAP2P_OP_MOVED : MLAP2P_OP_IDLE;
+		/* Announce the size before the lines (NCCL's connFifo): a
+		 * NET proxy forwards a step once it is announced and all
+		 * of its lines are there (lib/net.c). */
+		if (conn->sizesFifo)
+			__atomic_store_n(&conn->sizesFifo[s % NCCL_STEPS], (int)n,
+					 __ATOMIC_RELAXED);
 		line = ll_slot(link, s);
 		if (!flag) {	/* the wrap: zero the slot, carry nothing */
 			for (i = 0; i < slotLines; i++)

@@ -62,6 +62,12 @@ static int ll128_send(struct mlap2p_op *op)
 
 		if (!mlap2p_has_credit(link, s))
 			return moved ? MLAP2P_OP_MOVED : MLAP2P_OP_IDLE;
+		/* Announce the size before the lines (NCCL's connFifo): a
+		 * NET proxy forwards a step once it is announced and all
+		 * of its lines are there (lib/net.c). */
+		if (conn->sizesFifo)
+			__atomic_store_n(&conn->sizesFifo[s % NCCL_STEPS], (int)n,
+					 __ATOMIC_RELAXED);
 		line = ll128_slot(link, s);
 		for (i = 0; i < full; i++) {
 			memcpy(line, src + i * MLAP2P_LL128_PAYLOAD,
