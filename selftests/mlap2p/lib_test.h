@@ -410,7 +410,7 @@ static inline int lt_memfd_count(void)
 		while ((e = readdir(d))) {
 			ssize_t len;
 
-			snprintf(path, sizeof(path), "/proc/self/fd/%s",
+			snprintf(path, sizeof(path), "/proc/self/fd/%.32s",
 				 e->d_name);
 			len = readlink(path, target, sizeof(target) - 1);
 			if (len <= 0)
