@@ -33,6 +33,12 @@
  * namespace and the same euid as the exporter, or CAP_IPC_OWNER (-EACCES
  * otherwise).  A malformed or forged handle gives -ENOENT.
  *
+ * Limits (module parameters, reported by GET_INFO).  MEM_ALLOC gives -ENOSPC
+ * when the MLA's capacity would be exceeded or the file already holds
+ * max_regions_per_file handles (IPC_OPEN_HANDLE too), and -ENOMEM when the
+ * file's owned regions would exceed max_bytes_per_file or memory runs out.
+ * A failed call leaves no handle and no counter change behind.
+ *
  * mmap.  Each handle has an opaque mmap cookie, valid only on the file that
  * holds the handle; pass it as the mmap offset.  Mappings must be MAP_SHARED
  * (-EINVAL otherwise), must lie inside the region (-EINVAL otherwise), are not
