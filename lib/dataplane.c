@@ -44,6 +44,7 @@ struct dp_link {
 	int active;
 	int err;			/* broken: every new op fails so */
 	uint64_t ops;			/* completed, for the dump */
+	uint64_t direct;		/* of which single copy */
 };
 
 struct dp {
@@ -397,6 +398,9 @@ static void dp_complete(struct dp_link *k, int status)
 	if (!k->qhead)
 		k->qtail = NULL;
 	k->ops++;
+	if (!status && op->proto == NCCL_PROTO_SIMPLE &&
+	    op->mode != MLAP2P_MODE_FIFO)
+		k->direct++;
 	if (status && !k->err)
 		k->err = status;
 	dp_finish(op, status);
@@ -806,7 +810,7 @@ static int dp_reap(struct mlap2p_request **reqp)
 	return ret;
 }
 
-MLAP2P_EXPORT int mlap2p_test(struct mlap2p_request **reqp, int *done)
+MLAP2P_EXPORT int mlap2p_request_test(struct mlap2p_request **reqp, int *done)
 {
 	struct mlap2p_request *req;
 	struct ncclComm *comm;
@@ -829,7 +833,7 @@ MLAP2P_EXPORT int mlap2p_test(struct mlap2p_request **reqp, int *done)
 	return mlap2p_err(dp_reap(reqp));
 }
 
-MLAP2P_EXPORT int mlap2p_waitall(int n, struct mlap2p_request **reqs)
+MLAP2P_EXPORT int mlap2p_request_waitall(int n, struct mlap2p_request **reqs)
 {
 	int i, ret = 0, r;
 
@@ -866,11 +870,11 @@ MLAP2P_EXPORT int mlap2p_waitall(int n, struct mlap2p_request **reqs)
 	return mlap2p_err(ret);
 }
 
-MLAP2P_EXPORT int mlap2p_wait(struct mlap2p_request **req)
+MLAP2P_EXPORT int mlap2p_request_wait(struct mlap2p_request **req)
 {
 	if (!req || !*req)
 		return mlap2p_err(-EINVAL);
-	return mlap2p_waitall(1, req);
+	return mlap2p_request_waitall(1, req);
 }
 
 MLAP2P_EXPORT int mlap2p_set_proto(struct mlap2p_comm *api, int proto)
@@ -931,14 +935,15 @@ static void dp_dump_link(const struct dp *dp, const struct dp_link *k, int fd)
 	int n;
 
 	n = snprintf(line, sizeof(line),
-		     "mlap2p: rank %d %s %d ch %d %s%s: step %llu head %llu tail %llu ops %llu",
+		     "mlap2p: rank %d %s %d ch %d %s%s: step %llu head %llu tail %llu ops %llu single-copy %llu",
 		     dp->comm->rank, k->conn->send ? "->" : "<-", k->l.peer,
 		     k->l.channel, mlap2p_conn_mode_name(k->conn->mode),
 		     k->conn->read ? "/read" : "",
 		     (unsigned long long)c->step,
 		     (unsigned long long)__atomic_load_n(c->head, __ATOMIC_RELAXED),
 		     (unsigned long long)__atomic_load_n(c->tail, __ATOMIC_RELAXED),
-		     (unsigned long long)k->ops);
+		     (unsigned long long)k->ops,
+		     (unsigned long long)k->direct);
 	if (n < 0 || n >= (int)sizeof(line))
 		n = sizeof(line) - 1;
 	if (op)

@@ -76,11 +76,11 @@ int mlap2p_irecv(struct mlap2p_comm *comm, void *buf, size_t bytes, int peer,
  * Progress the communicator once.  *done = 1 when the request finished:
  * then it is freed, *req is set to NULL and its result returned.
  */
-int mlap2p_test(struct mlap2p_request **req, int *done);
+int mlap2p_request_test(struct mlap2p_request **req, int *done);
 /* Block until the request finished; frees it and sets *req = NULL. */
-int mlap2p_wait(struct mlap2p_request **req);
+int mlap2p_request_wait(struct mlap2p_request **req);
 /* Wait for @n requests (NULL entries are skipped); the first error. */
-int mlap2p_waitall(int n, struct mlap2p_request **reqs);
+int mlap2p_request_waitall(int n, struct mlap2p_request **reqs);
 
 /* Force one protocol for messages posted from now on, or AUTO (by size).
  * Every rank must make the same choice. */

@@ -1,0 +1,611 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * dp_api_test: <mlap2p/dataplane.h> over real communicators.
+ *
+ * Ranks are processes (forked before any thread exists, the unique id
+ * handed down a pipe) or threads.  Every transfer is checked byte for
+ * byte.  The runtime is the module when /dev/mlap2p exists, else the host
+ * backend, so the same tests run on the host and in the VM.
+ *
+ * Cores (trn2, LNC 2, 4 logical cores per MLA): 0 on MLA 0, 4 on MLA 1 (a
+ * neighbour), 8 on MLA 2 (through MLA 1: a relay, whose FIFOs live on the
+ * rank that runs on core 4).
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <linux/mlap2p.h>
+#include <mlap2p/dataplane.h>
+#include <mlap2p/mlap2p.h>
+
+#include "kselftest_harness.h"
+
+#define KiB	1024UL
+#define MiB	(1024UL * 1024UL)
+#define MAXR	8
+
+/* ---- ranks ---------------------------------------------------------- */
+
+/* A rank body's result when it already aborted its communicator. */
+#define GONE	1000
+
+struct job;
+typedef int (*rank_fn)(struct job *j, int rank, struct mlap2p_comm *comm);
+
+struct job {
+	int n;
+	int cores[MAXR];
+	int threads;
+	rank_fn fn;
+	void *arg;
+	struct mlap2p_unique_id id;
+	int ret[MAXR];
+};
+
+static void env_defaults(void)
+{
+	if (!getenv("MLAP2P_RUNTIME") && access(MLAP2P_DEVICE_PATH, F_OK))
+		setenv("MLAP2P_RUNTIME", "host", 1);
+	setenv("MLAP2P_FAMILY", "trn2", 1);
+	setenv("MLAP2P_BOOTSTRAP_TIMEOUT", "20s", 1);
+	/* Small FIFOs: many steps per message, many wraps of the slots. */
+	setenv("NCCL_LL_BUFFSIZE", "64K", 1);
+	setenv("NCCL_LL128_BUFFSIZE", "60K", 1);
+	setenv("NCCL_BUFFSIZE", "256K", 1);
+	setenv("MLAP2P_CHUNKSIZE", "16K", 1);
+}
+
+static int rank_run(struct job *j, int rank)
+{
+	struct mlap2p_comm *comm;
+	int ret;
+
+	ret = mlap2p_comm_init_rank(&comm, j->n, &j->id, rank, j->cores[rank]);
+	if (ret) {
+		fprintf(stderr, "# rank %d: init: %s\n", rank, mlap2p_last_error());
+		return 10;
+	}
+	ret = j->fn(j, rank, comm);
+	if (ret == GONE)	/* the body aborted the comm itself */
+		return 0;
+	if (ret) {
+		fprintf(stderr, "# rank %d failed (%d): %s\n", rank, ret,
+			mlap2p_last_error());
+		mlap2p_comm_abort(comm);
+		return ret;
+	}
+	if (mlap2p_comm_destroy(comm)) {
+		fprintf(stderr, "# rank %d: destroy: %s\n", rank, mlap2p_last_error());
+		return 11;
+	}
+	return 0;
+}
+
+struct tctx {
+	struct job *j;
+	int rank;
+};
+
+static void *rank_thread(void *arg)
+{
+	struct tctx *t = arg;
+
+	t->j->ret[t->rank] = rank_run(t->j, t->rank);
+	return NULL;
+}
+
+/* Run j->fn on every rank; 0 when all returned 0. */
+static int job_run(struct job *j, int timeout_s)
+{
+	pid_t pid[MAXR];
+	int pipes[MAXR][2], i, bad = 0;
+
+	if (j->threads) {
+		pthread_t t[MAXR];
+		struct tctx c[MAXR];
+
+		if (mlap2p_get_unique_id(&j->id))
+			return -1;
+		for (i = 0; i < j->n; i++) {
+			c[i].j = j;
+			c[i].rank = i;
+			pthread_create(&t[i], NULL, rank_thread, &c[i]);
+		}
+		for (i = 0; i < j->n; i++) {
+			pthread_join(t[i], NULL);
+			bad |= j->ret[i] != 0;
+		}
+		return bad;
+	}
+	/* Fork first: the unique id's root is a thread of this process. */
+	for (i = 0; i < j->n; i++) {
+		if (pipe(pipes[i]))
+			return -1;
+		pid[i] = fork();
+		if (pid[i] < 0)
+			return -1;
+		if (!pid[i]) {
+			close(pipes[i][1]);
+			alarm(timeout_s);
+			if (read(pipes[i][0], &j->id, sizeof(j->id)) !=
+			    (ssize_t)sizeof(j->id))
+				_exit(98);
+			_exit(rank_run(j, i));
+		}
+		close(pipes[i][0]);
+	}
+	if (mlap2p_get_unique_id(&j->id))
+		return -1;
+	for (i = 0; i < j->n; i++) {
+		if (write(pipes[i][1], &j->id, sizeof(j->id)) != (ssize_t)sizeof(j->id))
+			bad = 1;
+		close(pipes[i][1]);
+	}
+	for (i = 0; i < j->n; i++) {
+		int st;
+
+		waitpid(pid[i], &st, 0);
+		j->ret[i] = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+		if (j->ret[i]) {
+			fprintf(stderr, "# rank %d exited with %d\n", i, j->ret[i]);
+			bad = 1;
+		}
+	}
+	return bad;
+}
+
+/* ---- data ------------------------------------------------------------ */
+
+static void fill(unsigned char *buf, size_t n, uint64_t seed)
+{
+	uint64_t x = seed * 0x9e3779b97f4a7c15ULL + 7;
+	size_t i;
+
+	for (i = 0; i < n; i++) {
+		if (!(i & 7)) {
+			x ^= x << 13;
+			x ^= x >> 7;
+			x ^= x << 17;
+		}
+		buf[i] = (unsigned char)(x >> ((i & 7) * 8));
+	}
+}
+
+static long wrong(const unsigned char *got, size_t n, uint64_t seed)
+{
+	unsigned char *want = malloc(n ? n : 1);
+	long w = 0;
+	size_t i;
+
+	fill(want, n, seed);
+	for (i = 0; i < n; i++)
+		w += got[i] != want[i];
+	free(want);
+	return w;
+}
+
+static void *buf_alloc(struct mlap2p_comm *comm, size_t n, int registered)
+{
+	void *p = NULL;
+
+	if (!n)
+		n = 1;
+	if (registered)
+		return mlap2p_mem_alloc(comm, n, &p) ? NULL : p;
+	return malloc(n);
+}
+
+static void buf_free(struct mlap2p_comm *comm, void *p, int registered)
+{
+	if (registered)
+		mlap2p_mem_free(comm, p);
+	else
+		free(p);
+}
+
+/* ---- exact sizes, every protocol, both directions --------------------- */
+
+static const size_t exact[] = {
+	0, 1, 7, 8, 4095, 4096, 4097, MiB + 13, 64 * MiB,
+};
+
+struct xfer_arg {
+	int registered;
+	int expectDirect;	/* 1: some single copy, 0: none, -1: skip */
+	int pair[2];		/* the two ranks that talk */
+};
+
+/* For each protocol and size, pair[0] sends to pair[1] then back. */
+static int exact_body(struct job *j, int rank, struct mlap2p_comm *comm)
+{
+	struct xfer_arg *a = j->arg;
+	int me = rank == a->pair[0] ? 0 : rank == a->pair[1] ? 1 : -1;
+	int other = me >= 0 ? a->pair[!me] : -1;
+	unsigned char *buf;
+	int proto, ret;
+	size_t i;
+
+	if (me < 0)
+		return 0;	/* a relay's host: serves, moves nothing */
+	ret = mlap2p_connect_peers(comm, 1, 1, &other, 1, &other);
+	if (ret)
+		return 20;
+	buf = buf_alloc(comm, 64 * MiB, a->registered);
+	if (!buf)
+		return 21;
+	for (proto = 0; proto < 3; proto++) {
+		if (mlap2p_set_proto(comm, proto))
+			return 22;
+		for (i = 0; i < sizeof(exact) / sizeof(exact[0]); i++) {
+			size_t n = exact[i];
+			int dir;
+
+			for (dir = 0; dir < 2; dir++) {
+				uint64_t seed = proto * 100 + i * 2 + dir;
+
+				if (me == dir) {
+					fill(buf, n, seed);
+					ret = mlap2p_send(comm, buf, n, other);
+				} else {
+					memset(buf, 0xee, n);
+					ret = mlap2p_recv(comm, buf, n, other);
+					if (!ret && wrong(buf, n, seed)) {
+						fprintf(stderr, "# %s %zu bytes: %ld wrong\n",
+							mlap2p_proto_name(proto), n,
+							wrong(buf, n, seed));
+						ret = -EBADMSG;
+					}
+				}
+				if (ret)
+					return 23;
+			}
+		}
+	}
+	buf_free(comm, buf, a->registered);
+	/* Single copy happened where it should, and only there. */
+	if (a->expectDirect >= 0) {
+		char out[4096] = "";
+		int fds[2];
+		ssize_t got;
+		unsigned long long ops, direct;
+		const char *at;
+
+		if (pipe(fds) || mlap2p_dump_state(comm, fds[1]))
+			return 24;
+		close(fds[1]);
+		got = read(fds[0], out, sizeof(out) - 1);
+		close(fds[0]);
+		at = got > 0 ? strstr(out, " ops ") : NULL;
+		if (!at || sscanf(at, " ops %llu single-copy %llu", &ops,
+				  &direct) != 2)
+			return 25;
+		if (a->expectDirect ? direct == 0 : direct != 0) {
+			fprintf(stderr, "# rank %d: %llu of %llu ops single copy:\n%s",
+				rank, direct, ops, out);
+			return 26;
+		}
+	}
+	return 0;
+}
+
+FIXTURE(pair) {
+	struct job j;
+	struct xfer_arg a;
+};
+
+FIXTURE_VARIANT(pair) {
+	int threads;
+	int registered;
+	int read;
+	int relay;
+};
+
+FIXTURE_VARIANT_ADD(pair, threads) { .threads = 1 };
+FIXTURE_VARIANT_ADD(pair, threads_registered) { .threads = 1, .registered = 1 };
+FIXTURE_VARIANT_ADD(pair, procs) { .threads = 0 };
+FIXTURE_VARIANT_ADD(pair, procs_registered) { .registered = 1 };
+FIXTURE_VARIANT_ADD(pair, procs_read) { .read = 1 };
+FIXTURE_VARIANT_ADD(pair, procs_read_registered) { .read = 1, .registered = 1 };
+FIXTURE_VARIANT_ADD(pair, relay) { .relay = 1 };
+FIXTURE_VARIANT_ADD(pair, relay_registered) { .relay = 1, .registered = 1 };
+
+FIXTURE_SETUP(pair)
+{
+	env_defaults();
+	setenv("NCCL_P2P_READ_ENABLE", variant->read ? "1" : "0", 1);
+	memset(&self->j, 0, sizeof(self->j));
+	self->j.threads = variant->threads;
+	self->a.registered = variant->registered;
+	/* Threads share pointers; processes need registered buffers. */
+	self->a.expectDirect = variant->threads || variant->registered;
+	if (variant->relay) {
+		/* 0 on core 0 and 1 on core 8 talk through rank 2 on core 4. */
+		self->j.n = 3;
+		self->j.cores[0] = 0;
+		self->j.cores[1] = 8;
+		self->j.cores[2] = 4;
+	} else {
+		self->j.n = 2;
+		self->j.cores[0] = 0;
+		self->j.cores[1] = 4;
+	}
+	self->a.pair[0] = 0;
+	self->a.pair[1] = 1;
+	self->j.arg = &self->a;
+}
+
+FIXTURE_TEARDOWN(pair)
+{
+	unsetenv("NCCL_P2P_READ_ENABLE");
+}
+
+TEST_F_TIMEOUT(pair, exact_sizes_every_protocol, 600)
+{
+	self->j.fn = exact_body;
+	ASSERT_EQ(0, job_run(&self->j, 590));
+}
+
+/* ---- random sizes, protocol by size ------------------------------------ */
+
+static int random_body(struct job *j, int rank, struct mlap2p_comm *comm)
+{
+	int other = !rank, i, ret;
+	unsigned int seed = 4242;
+	unsigned char *buf = malloc(2 * MiB);
+
+	(void)j;
+	if (!buf || mlap2p_connect_peers(comm, 1, 1, &other, 1, &other))
+		return 30;
+	for (i = 0; i < 2000; i++) {
+		unsigned int r = rand_r(&seed);
+		size_t n = r % 4 == 0 ? r % (2 * MiB) : r % 3000;
+		int dir = (r >> 3) & 1;
+
+		if (rank == dir) {
+			fill(buf, n, i);
+			ret = mlap2p_send(comm, buf, n, other);
+		} else {
+			ret = mlap2p_recv(comm, buf, n, other);
+			if (!ret && wrong(buf, n, i))
+				ret = -EBADMSG;
+		}
+		if (ret) {
+			fprintf(stderr, "# message %d (%zu bytes): %d\n", i, n, ret);
+			return 31;
+		}
+	}
+	free(buf);
+	return 0;
+}
+
+TEST(random_sizes_processes)
+{
+	struct job j = { .n = 2, .cores = { 0, 4 }, .fn = random_body };
+
+	env_defaults();
+	ASSERT_EQ(0, job_run(&j, 25));
+}
+
+/* ---- a ring of 8 processes on 2 cores ---------------------------------- */
+
+static int ring_body(struct job *j, int rank, struct mlap2p_comm *comm)
+{
+	static const size_t sizes[] = { 8, 3000, 100 * KiB, 1 * MiB + 5 };
+	int prev, next, it, ret;
+	size_t s;
+	unsigned char *sbuf = malloc(2 * MiB), *rbuf = malloc(2 * MiB);
+	int order[MAXR];
+
+	(void)j;
+	if (!sbuf || !rbuf || mlap2p_connect_ring(comm, 1) ||
+	    mlap2p_ring_get(comm, 0, order, &prev, &next))
+		return 40;
+	for (it = 0; it < 5; it++) {
+		for (s = 0; s < sizeof(sizes) / sizeof(sizes[0]); s++) {
+			size_t n = sizes[s];
+
+			fill(sbuf, n, rank * 1000 + it * 10 + s);
+			if (mlap2p_group_start() ||
+			    mlap2p_send(comm, sbuf, n, next) ||
+			    mlap2p_recv(comm, rbuf, n, prev))
+				return 41;
+			ret = mlap2p_group_end();
+			if (ret)
+				return 42;
+			if (wrong(rbuf, n, prev * 1000 + it * 10 + s))
+				return 43;
+		}
+	}
+	free(sbuf);
+	free(rbuf);
+	return 0;
+}
+
+TEST(ring_8_processes_on_2_cores)
+{
+	struct job j = { .n = 8, .fn = ring_body };
+	int i;
+
+	env_defaults();
+	for (i = 0; i < 8; i++)
+		j.cores[i] = i * 4 % 32;
+	ASSERT_EQ(0, job_run(&j, 28));
+}
+
+/* ---- non-blocking requests ---------------------------------------------- */
+
+static int ireq_body(struct job *j, int rank, struct mlap2p_comm *comm)
+{
+	enum { N = 6 };
+	static const size_t sizes[N] = { 8, 5000, 60 * KiB, 300 * KiB, 0, 3 * MiB };
+	struct mlap2p_request *req[2 * N];
+	unsigned char *sb[N], *rb[N];
+	int other = !rank, i, done, ret;
+
+	(void)j;
+	if (mlap2p_connect_peers(comm, 1, 1, &other, 1, &other))
+		return 50;
+	for (i = 0; i < N; i++) {
+		sb[i] = malloc(sizes[i] + 1);
+		rb[i] = malloc(sizes[i] + 1);
+		fill(sb[i], sizes[i], rank * 10 + i);
+	}
+	/* Receives first on rank 0, sends first on rank 1: order holds. */
+	for (i = 0; i < N; i++) {
+		if (rank == 0) {
+			ret = mlap2p_irecv(comm, rb[i], sizes[i], other, &req[i]) ||
+			      mlap2p_isend(comm, sb[i], sizes[i], other, &req[N + i]);
+		} else {
+			ret = mlap2p_isend(comm, sb[i], sizes[i], other, &req[N + i]) ||
+			      mlap2p_irecv(comm, rb[i], sizes[i], other, &req[i]);
+		}
+		if (ret)
+			return 51;
+	}
+	/* Poll the first one with test, wait for the rest. */
+	do {
+		ret = mlap2p_request_test(&req[0], &done);
+	} while (!ret && !done);
+	if (ret || req[0])
+		return 52;
+	if (mlap2p_request_waitall(2 * N, req))
+		return 53;
+	for (i = 0; i < 2 * N; i++)
+		if (req[i])
+			return 54;
+	for (i = 0; i < N; i++) {
+		if (wrong(rb[i], sizes[i], other * 10 + i))
+			return 55;
+		free(sb[i]);
+		free(rb[i]);
+	}
+	return 0;
+}
+
+TEST(isend_irecv_test_wait)
+{
+	struct job j = { .n = 2, .cores = { 0, 4 }, .fn = ireq_body };
+
+	env_defaults();
+	ASSERT_EQ(0, job_run(&j, 25));
+}
+
+/* ---- a peer dies mid-transfer ------------------------------------------- */
+
+static int dead_body(struct job *j, int rank, struct mlap2p_comm *comm)
+{
+	int other = !rank, ret;
+	size_t n = 64 * MiB;
+	unsigned char *buf = malloc(n);
+	struct timespec t0, t1;
+	double s;
+
+	(void)j;
+	if (!buf || mlap2p_connect_peers(comm, 1, 1, &other, 1, &other))
+		return 60;
+	memset(buf, 1, n);
+	if (rank == 1) {
+		struct mlap2p_request *req;
+		int done, k;
+
+		/* Start the send, let part of it move, then die. */
+		if (mlap2p_isend(comm, buf, n, other, &req))
+			return 61;
+		for (k = 0; k < 2000; k++)
+			mlap2p_request_test(&req, &done);
+		raise(SIGKILL);
+	}
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	ret = mlap2p_recv(comm, buf, n, other);
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	s = (t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) * 1e-9;
+	fprintf(stderr, "# survivor: %s after %.2f s: %s\n", strerror(-ret), s,
+		mlap2p_last_error());
+	if (ret != -ECONNRESET)
+		return 62;
+	if (!strstr(mlap2p_last_error(), "rank 1"))
+		return 63;
+	if (s > 2.5)	/* MLAP2P_PEER_TIMEOUT=2s */
+		return 64;
+	mlap2p_comm_abort(comm);
+	free(buf);
+	return GONE;
+}
+
+TEST(dead_peer_fails_within_timeout)
+{
+	struct job j = { .n = 2, .cores = { 0, 4 }, .fn = dead_body };
+
+	env_defaults();
+	setenv("MLAP2P_PEER_TIMEOUT", "2s", 1);
+	job_run(&j, 25);
+	unsetenv("MLAP2P_PEER_TIMEOUT");
+	/* rank 1 was killed; rank 0 must have seen it in time */
+	EXPECT_EQ(128 + SIGKILL, j.ret[1]);
+	ASSERT_EQ(0, j.ret[0]);
+}
+
+/* ---- abort from another thread ends a blocked receive ------------------- */
+
+struct abort_ctx {
+	struct mlap2p_comm *comm;
+};
+
+static void *abort_later(void *arg)
+{
+	struct abort_ctx *c = arg;
+
+	usleep(200000);
+	mlap2p_comm_abort(c->comm);
+	return NULL;
+}
+
+static int abort_body(struct job *j, int rank, struct mlap2p_comm *comm)
+{
+	int other = !rank, ret;
+	char buf[64];
+	struct abort_ctx c = { .comm = comm };
+	pthread_t t;
+	struct timespec t0, t1;
+	double s;
+
+	(void)j;
+	if (mlap2p_connect_peers(comm, 1, 1, &other, 1, &other))
+		return 70;
+	if (rank == 1) {	/* never sends; leaves when rank 0 is gone */
+		usleep(600000);
+		mlap2p_comm_abort(comm);
+		return GONE;
+	}
+	pthread_create(&t, NULL, abort_later, &c);
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	ret = mlap2p_recv(comm, buf, sizeof(buf), other);
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	pthread_join(t, NULL);
+	s = (t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) * 1e-9;
+	if (ret != -ECANCELED)
+		return 71;
+	if (s > 2)
+		return 72;
+	return GONE;	/* the comm is gone */
+}
+
+TEST(abort_ends_blocked_receive)
+{
+	struct job j = { .n = 2, .cores = { 0, 4 }, .fn = abort_body };
+
+	env_defaults();
+	ASSERT_EQ(0, job_run(&j, 25));
+}
+
+TEST_HARNESS_MAIN
