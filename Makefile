@@ -86,3 +86,7 @@ clean:
 
 help:
 	@sed -n '2,12p' Makefile | sed 's/^# \{0,1\}//'
+
+# Installing and packaging: install, uninstall, dkms-install, dkms-remove,
+# check-man, check-install, check-dkms, check-6.12 (see tools/install.mk).
+include tools/install.mk
