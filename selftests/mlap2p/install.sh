@@ -43,13 +43,16 @@ if [ -d /sys/module/mlap2p ]; then
 	exit 1
 fi
 
-# kmod's tools by their names, ahead of busybox's.
+# kmod's tools by their names (kmod looks at argv[0]), called by path:
+# the VM's busybox shell runs its own applets ahead of PATH.
 bin=$(mktemp -d)
 trap 'rm -rf "$bin"' EXIT
 for t in modprobe depmod modinfo; do
 	ln -s "$kmod" "$bin/$t"
 done
-PATH=$bin:$PATH
+modprobe() { "$bin/modprobe" "$@"; }
+depmod() { "$bin/depmod" "$@"; }
+modinfo() { "$bin/modinfo" "$@"; }
 
 pass=0
 fail=0
