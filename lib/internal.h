@@ -322,6 +322,21 @@ int mlap2p_rt_create(struct mlap2p_rt **rt);
 void mlap2p_rt_destroy(struct mlap2p_rt *rt);
 const char *mlap2p_rt_kind_name(enum mlap2p_rt_kind kind);
 
+/*
+ * Process-wide pins.  A raw pointer handed to another rank of the same
+ * process (P2P/direct pointer) must not vanish if its owner frees or
+ * aborts first, as NCCL's cuMem path re-maps to take a reference.  The
+ * backends register every owned mapping (mlap2p_rt_mapped) and release it
+ * with mlap2p_rt_unmap, which defers the munmap while pins remain; the
+ * last mlap2p_rt_unpin unmaps.  Pins are per process by nature: they guard
+ * one address space, not one communicator.
+ */
+int mlap2p_rt_mapped(void *base, size_t size);
+void mlap2p_rt_unmap(void *base, size_t size);
+/* Pin the mapping @ptr lies in; its base is returned for the unpin. */
+int mlap2p_rt_pin(const void *ptr, void **base);
+void mlap2p_rt_unpin(void *base);
+
 /* Region table helpers for the backends; call with rt->lock held. */
 struct mlap2p_rt_region *mlap2p_rt_find(struct mlap2p_rt *rt, const void *ptr);
 struct mlap2p_rt_region *mlap2p_rt_find_id(struct mlap2p_rt *rt, uint64_t id,
@@ -438,6 +453,8 @@ struct mlap2p_conn {
 	int read;			/* SIMPLE lives in the sender's mem */
 	int memRank;			/* rank whose memory holds our mem */
 	int peerMemRank;		/* rank whose memory holds the peer's */
+	/* Mappings of other ranks of this process we hold (mlap2p_rt_pin). */
+	void *pins[2];
 };
 
 /* Host-side peers of one channel. */

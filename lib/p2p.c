@@ -84,9 +84,12 @@ static ncclResult_t p2pCanConnect(int *ret, struct ncclTopoSystem *topo,
 
 /*
  * Resolve the memory described by @p2pInfo, which lives with the rank
- * @peerInfo (the peer, the intermediate, or ourselves).
+ * @peerInfo (the peer, the intermediate, or ourselves).  Another rank's
+ * raw pointer is pinned for @conn, so that rank freeing or aborting first
+ * cannot pull the pages from under us (released at free).
  */
-static ncclResult_t p2pMap(struct ncclComm *comm, struct ncclPeerInfo *myInfo,
+static ncclResult_t p2pMap(struct ncclComm *comm, struct mlap2p_conn *conn,
+			   struct ncclPeerInfo *myInfo,
 			   struct ncclPeerInfo *peerInfo,
 			   struct p2pConnectInfo *p2pInfo, void **devMem,
 			   void **ipcPtr)
@@ -102,6 +105,17 @@ static ncclResult_t p2pMap(struct ncclComm *comm, struct ncclPeerInfo *myInfo,
 		}
 		*devMem = p2pInfo->directPtr;
 		*ipcPtr = NULL;
+		if (peerInfo->rank != myInfo->rank) {
+			int slot = conn->pins[0] ? 1 : 0;
+
+			if (conn->pins[slot] ||
+			    mlap2p_rt_pin(p2pInfo->directPtr, &conn->pins[slot])) {
+				WARN("rank %d: rank %d's memory %p is not mapped in this process",
+				     myInfo->rank, peerInfo->rank,
+				     p2pInfo->directPtr);
+				return ncclInternalError;
+			}
+		}
 		return ncclSuccess;
 	}
 	if (ncclRtIpcOpenMemHandle(comm->rt, devMem,
@@ -164,7 +178,7 @@ static ncclResult_t p2pSetupMem(struct ncclComm *comm,
 	resources->memRank = info->rank;
 	conn->memRank = info->rank;
 	conn->read = useRead;
-	NCCLCHECK(p2pMap(comm, myInfo, comm->peerInfo + info->rank, info,
+	NCCLCHECK(p2pMap(comm, conn, myInfo, comm->peerInfo + info->rank, info,
 			 &resources->devMem, &resources->ipcPtr));
 
 	blob->ext.magic = P2P_EXT_MAGIC;
@@ -305,7 +319,7 @@ static ncclResult_t p2pSendConnect(struct ncclComm *comm,
 		return ncclInternalError;
 	}
 	NCCLCHECK(p2pAgree(comm, conn, blob, rank));
-	NCCLCHECK(p2pMap(comm, comm->peerInfo + rank,
+	NCCLCHECK(p2pMap(comm, conn, comm->peerInfo + rank,
 			 comm->peerInfo + info->rank, info,
 			 (void **)&remDevMem, &resources->ipcPtr));
 	local = resources->devMem;
@@ -349,7 +363,7 @@ static ncclResult_t p2pRecvConnect(struct ncclComm *comm,
 		return ncclInternalError;
 	}
 	NCCLCHECK(p2pAgree(comm, conn, blob, rank));
-	NCCLCHECK(p2pMap(comm, comm->peerInfo + rank,
+	NCCLCHECK(p2pMap(comm, conn, comm->peerInfo + rank,
 			 comm->peerInfo + info->rank, info,
 			 (void **)&remDevMem, &resources->ipcPtr));
 	local = resources->devMem;

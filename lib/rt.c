@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <sys/mman.h>
 
 #include "rt.h"
 
@@ -91,6 +92,105 @@ void mlap2p_rt_destroy(struct mlap2p_rt *rt)
 	rt->ops->fini(rt);
 	pthread_mutex_destroy(&rt->lock);
 	free(rt);
+}
+
+/* ---- process-wide pins ---- */
+
+struct mlap2p_pin {
+	struct mlap2p_pin *next;
+	void *base;
+	size_t size;
+	int refs;		/* pins held by other ranks */
+	int orphan;		/* the owner released it: unmap at refs 0 */
+};
+
+static pthread_mutex_t mlap2p_pins_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct mlap2p_pin *mlap2p_pins;	/* protected by mlap2p_pins_lock */
+
+int mlap2p_rt_mapped(void *base, size_t size)
+{
+	struct mlap2p_pin *p = calloc(1, sizeof(*p));
+
+	if (!p)
+		return -ENOMEM;
+	p->base = base;
+	p->size = size;
+	pthread_mutex_lock(&mlap2p_pins_lock);
+	p->next = mlap2p_pins;
+	mlap2p_pins = p;
+	pthread_mutex_unlock(&mlap2p_pins_lock);
+	return 0;
+}
+
+/* Unlink the entry of @base if nobody pins it; NULL if it stays. */
+static struct mlap2p_pin *mlap2p_pin_take(void *base, bool orphan)
+{
+	struct mlap2p_pin **pp, *p;
+
+	for (pp = &mlap2p_pins; (p = *pp); pp = &p->next) {
+		if (p->base != base)
+			continue;
+		if (orphan)
+			p->orphan = 1;
+		if (p->refs || !p->orphan)
+			return NULL;
+		*pp = p->next;
+		return p;
+	}
+	return NULL;
+}
+
+void mlap2p_rt_unmap(void *base, size_t size)
+{
+	struct mlap2p_pin *p, *q;
+
+	pthread_mutex_lock(&mlap2p_pins_lock);
+	for (q = mlap2p_pins; q && q->base != base; q = q->next)
+		;
+	p = q ? mlap2p_pin_take(base, true) : NULL;
+	pthread_mutex_unlock(&mlap2p_pins_lock);
+	if (!q) {
+		/* Never registered (registration failed): just unmap. */
+		munmap(base, size);
+	} else if (p) {
+		munmap(p->base, p->size);
+		free(p);
+	}
+}
+
+int mlap2p_rt_pin(const void *ptr, void **base)
+{
+	const char *c = ptr;
+	struct mlap2p_pin *p;
+
+	pthread_mutex_lock(&mlap2p_pins_lock);
+	for (p = mlap2p_pins; p; p = p->next) {
+		if (!p->orphan && c >= (char *)p->base &&
+		    c < (char *)p->base + p->size) {
+			p->refs++;
+			*base = p->base;
+			break;
+		}
+	}
+	pthread_mutex_unlock(&mlap2p_pins_lock);
+	return p ? 0 : -ENOENT;
+}
+
+void mlap2p_rt_unpin(void *base)
+{
+	struct mlap2p_pin *p, *q;
+
+	pthread_mutex_lock(&mlap2p_pins_lock);
+	for (q = mlap2p_pins; q && q->base != base; q = q->next)
+		;
+	if (q && q->refs)
+		q->refs--;
+	p = q ? mlap2p_pin_take(base, false) : NULL;
+	pthread_mutex_unlock(&mlap2p_pins_lock);
+	if (p) {
+		munmap(p->base, p->size);
+		free(p);
+	}
 }
 
 /* ---- region table ---- */

@@ -358,7 +358,10 @@ static int mlap2p_host_init(struct mlap2p_rt *rt)
 
 static void mlap2p_host_region_free(struct mlap2p_rt_region *r)
 {
-	munmap(r->base, r->size);
+	if (r->owned)
+		mlap2p_rt_unmap(r->base, r->size);
+	else
+		munmap(r->base, r->size);
 	if (r->fd >= 0)
 		close(r->fd);
 	free(r);
@@ -542,6 +545,11 @@ static int mlap2p_host_malloc(struct mlap2p_rt *rt, void **ptr, size_t size)
 	r->device = device;
 	r->owned = 1;
 	r->refs = 1;
+	ret = mlap2p_rt_mapped(r->base, size);
+	if (ret) {
+		munmap(r->base, size);
+		goto out_close;
+	}
 
 	pthread_mutex_lock(&rt->lock);
 	mlap2p_rt_link(rt, r);

@@ -99,7 +99,11 @@ static void mlap2p_kmod_region_free(struct mlap2p_rt *rt,
 	struct mlap2p_handle_op op = { .handle = r->kHandle };
 	int ret;
 
-	munmap(r->base, r->size);
+	/* The module keeps the pages while any mapping remains. */
+	if (r->owned)
+		mlap2p_rt_unmap(r->base, r->size);
+	else
+		munmap(r->base, r->size);
 	ret = mlap2p_kmod_ioctl(rt, r->owned ? MLAP2P_IOC_MEM_FREE :
 					       MLAP2P_IOC_IPC_CLOSE_HANDLE, &op);
 	if (ret)
@@ -254,6 +258,14 @@ static int mlap2p_kmod_malloc(struct mlap2p_rt *rt, void **ptr, size_t size)
 	ret = mlap2p_kmod_map(rt, r, a.mmap_cookie);
 	if (ret)
 		goto out_free;
+	ret = mlap2p_rt_mapped(r->base, r->size);
+	if (ret) {
+		struct mlap2p_handle_op op = { .handle = r->kHandle };
+
+		munmap(r->base, r->size);
+		mlap2p_kmod_ioctl(rt, MLAP2P_IOC_MEM_FREE, &op);
+		goto out_free;
+	}
 
 	pthread_mutex_lock(&rt->lock);
 	mlap2p_rt_link(rt, r);

@@ -349,9 +349,16 @@ static ncclResult_t mlap2p_free_conn(struct mlap2p_conn *conn)
 {
 	struct ncclConnector *c = &conn->c;
 	ncclResult_t res = ncclSuccess;
+	int i;
 
 	if (c->transportComm && c->transportResources)
 		res = c->transportComm->free(c->transportResources);
+	/* Other ranks' mappings we held on to, now that we are done. */
+	for (i = 0; i < (int)ARRAY_SIZE(conn->pins); i++) {
+		if (conn->pins[i])
+			mlap2p_rt_unpin(conn->pins[i]);
+		conn->pins[i] = NULL;
+	}
 	c->transportResources = NULL;
 	c->transportComm = NULL;
 	c->connected = 0;
