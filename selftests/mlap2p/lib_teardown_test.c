@@ -132,6 +132,74 @@ TEST_F(teardown, threads_return_everything)
 	}
 }
 
+/*
+ * Rank 0 aborts first; rank 1, a thread of the same process, still reads
+ * and writes the pages rank 0 owned (they are pinned, as NCCL's cuMem path
+ * takes a reference), and they go away when rank 1 is done.
+ */
+struct early_abort {
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	int aborted;
+};
+
+static int early_abort_rank(struct lt_rank *r)
+{
+	struct early_abort *e = r->arg;
+	struct mlap2p_conn_desc d;
+	int peer = 1 - r->rank, ret = 0;
+
+	if (lt_init(r))
+		return 1;
+	if (mlap2p_connect_peers(r->comm, 1, 1, &peer, 1, &peer))
+		return 2;
+	if (r->rank == 0) {
+		mlap2p_comm_abort(r->comm);
+		pthread_mutex_lock(&e->lock);
+		e->aborted = 1;
+		pthread_cond_broadcast(&e->cond);
+		pthread_mutex_unlock(&e->lock);
+		return 0;
+	}
+	pthread_mutex_lock(&e->lock);
+	while (!e->aborted)
+		pthread_cond_wait(&e->cond, &e->lock);
+	pthread_mutex_unlock(&e->lock);
+	/* Our send side writes into rank 0's recvMem; recv reads its sendMem. */
+	if (mlap2p_conn_get(r->comm, 0, peer, MLAP2P_DIR_SEND, &d))
+		ret = 3;
+	if (!ret) {
+		mlap2p_fill(d.host->conn.buffs[NCCL_PROTO_SIMPLE], 4096, 5);
+		__atomic_store_n(d.host->conn.tail, 7, __ATOMIC_RELEASE);
+		if (mlap2p_check(d.host->conn.buffs[NCCL_PROTO_SIMPLE], 4096, 5) >= 0)
+			ret = 4;
+	}
+	if (!ret && mlap2p_conn_get(r->comm, 0, peer, MLAP2P_DIR_RECV, &d))
+		ret = 5;
+	if (!ret && __atomic_load_n(d.host->conn.head, __ATOMIC_ACQUIRE) != 0)
+		ret = 6;
+	/* Destroying alone: the handshake with the aborted rank fails. */
+	mlap2p_comm_abort(r->comm);
+	return ret;
+}
+
+TEST_F(teardown, abort_leaves_peer_pages_pinned)
+{
+	struct early_abort e = {
+		PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0,
+	};
+	int cores[2] = { 0, 4 };
+	struct lt_rank ranks[2];
+	int fds0 = lt_fd_count();
+
+	if (variant->abort == 0)
+		SKIP(return, "one variant is enough");
+	ASSERT_EQ(0, lt_run_threads(2, cores, early_abort_rank, &e, ranks));
+	EXPECT_EQ(fds0, fds_settle(fds0, 2000));
+	EXPECT_EQ(0, lt_memfd_count());
+	EXPECT_EQ(0, td_counters_back(&self->st));
+}
+
 /* Processes: each child checks itself; the relay server is in child 0. */
 static void *td_init_thread(void *arg)
 {
