@@ -45,6 +45,7 @@ struct dp_link {
 	int err;			/* broken: every new op fails so */
 	uint64_t ops;			/* completed, for the dump */
 	uint64_t direct;		/* of which single copy */
+	unsigned int usable;		/* protocols these buffers carry */
 };
 
 struct dp {
@@ -108,7 +109,7 @@ static void dp_install_dump_signal(void)
 	sa.sa_flags = SA_RESTART;
 	sigemptyset(&sa.sa_mask);
 	if (!sigaction((int)sig, &sa, NULL))
-		INFO(NCCL_INIT, "signal %ld dumps the data plane's state", sig);
+		INFO(NCCL_ENV, "signal %ld dumps the data plane's state", sig);
 }
 
 static void dp_register(struct dp *dp)
@@ -347,6 +348,9 @@ static struct dp_link *dp_link(struct dp *dp, int peer, int send, int *err,
 	k->l.arg = k;
 	k->l.head = 0;
 	k->l.tail = 0;
+	for (p = 0; p < NCCL_NUM_PROTOCOLS; p++)
+		if (mlap2p_proto_step_bytes(&k->l, p))
+			k->usable |= 1U << p;
 	*slot = k;
 	return k;
 }
@@ -355,12 +359,8 @@ static struct dp_link *dp_link(struct dp *dp, int peer, int send, int *err,
 
 static int dp_pick(struct dp *dp, const struct dp_link *k, size_t bytes)
 {
-	unsigned int usable = dp->protoMask;
-	int p;
+	unsigned int usable = dp->protoMask & k->usable;
 
-	for (p = 0; p < NCCL_NUM_PROTOCOLS; p++)
-		if (!mlap2p_proto_step_bytes(&k->l, p))
-			usable &= ~(1U << p);
 	if (dp->proto != MLAP2P_PROTO_AUTO)
 		return usable & (1U << dp->proto) ? dp->proto : -EINVAL;
 	if (!usable)
@@ -441,8 +441,10 @@ static int dp_post(struct dp *dp, struct mlap2p_request *req, int send,
 	struct dp_link *k;
 	int ret = 0, proto;
 
-	memset(req, 0, sizeof(*req));
 	req->dp = dp;
+	req->status = 0;
+	req->done = 0;
+	req->groupNext = NULL;
 	k = dp_link(dp, peer, send, &ret, 0);
 	if (!k)
 		return ret;
