@@ -46,6 +46,18 @@
 #define DEFAULT_LL128_BUFFSIZE	(120 * 640 * NCCL_STEPS * 8)
 #define DEFAULT_BUFFSIZE	(4 << 20)
 
+/*
+ * A memory fence.  TSan does not model fences (GCC refuses them under
+ * -fsanitize=thread), so there it is a compiler barrier only; every
+ * cross-thread hand-off in the library is also an atomic store/load pair,
+ * which TSan does see.
+ */
+#ifdef __SANITIZE_THREAD__
+#define mlap2p_fence(order)	__asm__ __volatile__("" ::: "memory")
+#else
+#define mlap2p_fence(order)	__atomic_thread_fence(order)
+#endif
+
 #ifndef ARRAY_SIZE
 #define ARRAY_SIZE(a)		(sizeof(a) / sizeof((a)[0]))
 #endif

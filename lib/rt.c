@@ -308,7 +308,7 @@ int mlap2p_rt_generic_pointer_attr(struct mlap2p_rt *rt, const void *ptr,
 int mlap2p_rt_generic_synchronize(struct mlap2p_rt *rt)
 {
 	(void)rt;
-	__atomic_thread_fence(__ATOMIC_SEQ_CST);
+	mlap2p_fence(__ATOMIC_SEQ_CST);
 	return 0;
 }
 
@@ -370,7 +370,7 @@ int mlap2p_rt_generic_memset(struct mlap2p_rt *rt, void *ptr, int value,
 	if (!mlap2p_rt_covers(rt, ptr, n))
 		return -EFAULT;
 	memset(ptr, value, n);
-	__atomic_thread_fence(__ATOMIC_RELEASE);
+	mlap2p_fence(__ATOMIC_RELEASE);
 	return 0;
 }
 
@@ -426,7 +426,7 @@ int mlap2p_rt_generic_memcpy(struct mlap2p_rt *rt, void *dst, const void *src,
 	if (srcDev && !mlap2p_rt_covers(rt, src, n))
 		return -EFAULT;
 	memmove(dst, src, n);
-	__atomic_thread_fence(__ATOMIC_RELEASE);
+	mlap2p_fence(__ATOMIC_RELEASE);
 	return 0;
 }
 
