@@ -57,7 +57,9 @@ static void env_defaults(void)
 	if (!getenv("MLAP2P_RUNTIME") && access(MLAP2P_DEVICE_PATH, F_OK))
 		setenv("MLAP2P_RUNTIME", "host", 1);
 	setenv("MLAP2P_FAMILY", "trn2", 1);
-	setenv("MLAP2P_BOOTSTRAP_TIMEOUT", "20s", 1);
+	/* A relay's host waits in destroy while the others move 64 MiB
+	 * messages, which takes long under a sanitizer or TCG. */
+	setenv("MLAP2P_BOOTSTRAP_TIMEOUT", "600s", 1);
 	/* Small FIFOs: many steps per message, many wraps of the slots. */
 	setenv("NCCL_LL_BUFFSIZE", "64K", 1);
 	setenv("NCCL_LL128_BUFFSIZE", "60K", 1);
