@@ -613,15 +613,27 @@ MLAP2P_EXPORT int mlap2p_mem_alloc(struct mlap2p_comm *api, size_t size,
 	comm = mlap2p_nccl(api);
 	if (ncclRtCalloc(comm->rt, ptr, size) != ncclSuccess)
 		return mlap2p_err(mlap2p_nccl_err(ncclSystemError));
+	pthread_mutex_lock(&comm->rt->lock);
+	mlap2p_rt_find(comm->rt, *ptr)->user = 1;
+	pthread_mutex_unlock(&comm->rt->lock);
 	return 0;
 }
 
 MLAP2P_EXPORT int mlap2p_mem_free(struct mlap2p_comm *api, void *ptr)
 {
+	struct mlap2p_rt_region *r;
 	struct ncclComm *comm;
+	bool user;
 
 	if (!api || !ptr)
 		return mlap2p_err(-EINVAL);
 	comm = mlap2p_nccl(api);
+	/* Only what mlap2p_mem_alloc gave: never a FIFO under a connection. */
+	pthread_mutex_lock(&comm->rt->lock);
+	r = mlap2p_rt_find(comm->rt, ptr);
+	user = r && r->user && r->base == ptr;
+	pthread_mutex_unlock(&comm->rt->lock);
+	if (!user)
+		return mlap2p_err(-EINVAL);
 	return mlap2p_err(comm->rt->ops->free(comm->rt, ptr));
 }

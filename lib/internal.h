@@ -305,6 +305,7 @@ struct mlap2p_rt_region {
 	uint64_t regionId;
 	struct ncclRtIpcMemHandle ipc;	/* as exported or as opened */
 	int ipcValid;
+	int user;		/* from mlap2p_mem_alloc: mlap2p_mem_free may free it */
 	/* backend fields */
 	uint32_t kHandle;	/* kmod: local handle */
 	int fd;			/* host: the memfd (owned regions), else -1 */

@@ -22,9 +22,31 @@ static const char *mlap2p_env_get(const char *name)
 	return s && *s ? s : NULL;
 }
 
+/*
+ * Log "X set by environment to Y" once per process and setting, as NCCL
+ * does, however many communicators read it.  A small table of hashes: log
+ * state, not communicator state.
+ */
 static void mlap2p_env_log(const char *name, const char *value)
 {
-	INFO(NCCL_ENV, "%s set by environment to %s", name, value);
+	static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+	static uint64_t seen[64];	/* protected by lock */
+	static unsigned int nseen;
+	uint64_t h;
+	unsigned int i;
+	bool fresh = true;
+
+	if (!mlap2p_log_enabled(NCCL_LOG_INFO, NCCL_ENV))
+		return;
+	h = mlap2p_hash(value, strlen(value), mlap2p_hash(name, strlen(name), 0));
+	pthread_mutex_lock(&lock);
+	for (i = 0; i < nseen && fresh; i++)
+		fresh = seen[i] != h;
+	if (fresh && nseen < ARRAY_SIZE(seen))
+		seen[nseen++] = h;
+	pthread_mutex_unlock(&lock);
+	if (fresh)
+		INFO(NCCL_ENV, "%s set by environment to %s", name, value);
 }
 
 static int mlap2p_parse_long(const char *s, long *v)

@@ -260,6 +260,9 @@ TEST(single_rank)
 	EXPECT_EQ(0, mlap2p_mem_free(comm, p));
 	EXPECT_EQ(-EINVAL, mlap2p_mem_free(comm, p));
 	EXPECT_EQ(-EINVAL, mlap2p_mem_alloc(comm, 0, &p));
+	/* The device mirror region is not the user's to free. */
+	EXPECT_EQ(-EINVAL, mlap2p_mem_free(comm, mlap2p_nccl(comm)->devMem ?:
+					   (void *)&id));
 	EXPECT_EQ(0, mlap2p_comm_destroy(comm));
 }
 
