@@ -73,6 +73,7 @@ MODDIR = /lib/modules/$(KVER)/updates
 MANPAGES := $(sort $(wildcard $(TOP)/docs/*.[1-8]))
 UDEV_RULE := 60-mlap2p.rules
 DEPMOD ?= /sbin/depmod
+LDCONFIG ?= /sbin/ldconfig
 
 .PHONY: install install-module install-lib install-tools install-man \
 	install-udev install-modprobe uninstall module-kver dkms-install \
@@ -97,9 +98,14 @@ ifeq ($(DESTDIR),)
 	$(DEPMOD) -a $(KVER)
 endif
 
+# ldconfig so programs find libmlap2p.so.1 in LIBDIR (when ld.so.conf
+# names it: /usr/local/lib does on Debian).
 install-lib: lib
 	$(MAKE) -C $(TOP)/lib install DESTDIR=$(DESTDIR) PREFIX=$(PREFIX) \
 		LIBDIR=$(LIBDIR) INCLUDEDIR=$(INCLUDEDIR)
+ifeq ($(DESTDIR),)
+	-$(LDCONFIG)
+endif
 
 install-tools: tools
 	install -D -m 0755 $(B)/tools/mlap2pctl $(DESTDIR)$(SBINDIR)/mlap2pctl
@@ -143,6 +149,9 @@ ifeq ($(DESTDIR),)
 endif
 	$(MAKE) -C $(TOP)/lib uninstall DESTDIR=$(DESTDIR) PREFIX=$(PREFIX) \
 		LIBDIR=$(LIBDIR) INCLUDEDIR=$(INCLUDEDIR)
+ifeq ($(DESTDIR),)
+	-$(LDCONFIG)
+endif
 	rm -f $(DESTDIR)$(SBINDIR)/mlap2pctl $(DESTDIR)$(BINDIR)/mlap2p-perf
 	@set -e; for p in $(MANPAGES); do \
 		f=$(DESTDIR)$(MANDIR)/man$${p##*.}/$${p##*/}; \
