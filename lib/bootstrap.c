@@ -229,8 +229,12 @@ static void *bs_root_main(void *arg)
 			nranks = hello.nranks;
 			fds = malloc(sizeof(*fds) * (size_t)nranks);
 			infos = calloc((size_t)nranks, sizeof(*infos));
-			if (!fds || !infos)
+			if (!fds || !infos) {
+				free(fds);
+				fds = NULL;
+				close(fd);
 				break;
+			}
 			for (r = 0; r < nranks; r++)
 				fds[r] = -1;
 		}
@@ -495,7 +499,8 @@ static int bs_rendezvous(struct mlap2p_bootstrap *s, const struct bs_id *id,
 	mlap2p_sock_str(&id->root, where, sizeof(where));
 	memset(&hello, 0, sizeof(hello));
 	hello.nranks = s->nranks;
-	hello.timeoutMs = (uint32_t)s->timeoutMs;
+	hello.timeoutMs = s->timeoutMs > (long)UINT32_MAX ? UINT32_MAX :
+			  (uint32_t)s->timeoutMs;
 	hello.info.addr = *self;
 	hello.info.peer = peerInfo[s->rank];
 
