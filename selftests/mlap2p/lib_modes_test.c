@@ -28,6 +28,7 @@ FIXTURE(modes) {
 
 FIXTURE_VARIANT(modes) {
 	int read;
+	const char *buffsize;	/* NCCL_BUFFSIZE, or the small default */
 };
 
 FIXTURE_VARIANT_ADD(modes, write) {
@@ -38,6 +39,12 @@ FIXTURE_VARIANT_ADD(modes, read) {
 	.read = 1,
 };
 
+/* SIMPLE of 3 MiB: the receiver's FIFO rounds up to 4 MiB. */
+FIXTURE_VARIANT_ADD(modes, write_3m) {
+	.read = 0,
+	.buffsize = "3M",
+};
+
 FIXTURE_SETUP(modes)
 {
 	self->dummy = 0;
@@ -45,6 +52,8 @@ FIXTURE_SETUP(modes)
 		setenv("MLAP2P_RUNTIME", "host", 1);
 	setenv("MLAP2P_BOOTSTRAP_TIMEOUT", "20s", 1);
 	lt_small_buffers();
+	if (variant->buffsize)
+		setenv("NCCL_BUFFSIZE", variant->buffsize, 1);
 	setenv("NCCL_P2P_READ_ENABLE", variant->read ? "1" : "0", 1);
 }
 
@@ -76,11 +85,50 @@ static int pair_connect(struct mlap2p_comm *comm, int peer, int path,
 	return 0;
 }
 
+/*
+ * Our own FIFOs: 2 MiB multiples, on our MLA, as big as the header plus
+ * the buffers each side holds (SIMPLE moves to the sender in read mode).
+ */
+static int fifo_sizes(struct mlap2p_comm *api, int peer, int read)
+{
+	struct ncclComm *comm = mlap2p_nccl(api);
+	struct ncclRtPointerAttributes attr;
+	struct mlap2p_conn_desc d;
+	int dir;
+
+	for (dir = 0; dir < 2; dir++) {
+		struct p2pResources *res;
+		size_t need = MEM_ALIGN;
+		int p;
+
+		if (mlap2p_conn_get(api, 0, peer, dir, &d))
+			return 41;
+		res = d.host->transportResources;
+		if (!res || res->remoteId != -1 || res->memRank != comm->rank)
+			return 42;
+		if (comm->rt->ops->pointerGetAttributes(comm->rt, res->devMem,
+							&attr) ||
+		    attr.base != res->devMem || !attr.owned)
+			return 43;
+		for (p = 0; p < NCCL_NUM_PROTOCOLS; p++)
+			if ((p == NCCL_PROTO_SIMPLE && read) == (dir == MLAP2P_DIR_SEND))
+				need += (size_t)d.buff_sizes[p];
+		if (attr.size % (2 << 20) || attr.size < need ||
+		    attr.size >= need + (2 << 20))
+			return 44;
+		if (attr.device != comm->mla)
+			return 45;
+	}
+	return 0;
+}
+
 static int pair_body(struct mlap2p_comm *comm, int peer, int path, int read)
 {
 	int ret, c;
 
 	ret = pair_connect(comm, peer, path, read);
+	if (!ret && path != MLAP2P_PATH_INDIRECT)
+		ret = fifo_sizes(comm, peer, read);
 	for (c = 0; c < 2 && !ret; c++)
 		ret = lt_exchange(comm, c, peer);
 	return ret;
@@ -277,7 +325,7 @@ TEST_F(modes, info_lines)
 	struct lt_procs p;
 	int c;
 
-	if (variant->read)
+	if (variant->read || variant->buffsize)
 		SKIP(return, "one variant is enough");
 	snprintf(path, sizeof(path), "/tmp/mlap2p-info-%d.%%p.log", getpid());
 	setenv("NCCL_DEBUG", "INFO", 1);
