@@ -22,6 +22,10 @@
 #                        DIR/settings, else 300)
 #   MLAP2P_TEST_COUNTS   file to write "passed failed skipped" to
 #
+# A program still running a minute after its timeout (unkillable, or its
+# output held open by a leftover process) ends the run: "Bail out!", the
+# blocked tasks (sysrq w) in the VM, exit 137.
+#
 # Exit status 0 only when nothing failed.  Runs under bash, dash and busybox sh.
 
 set -u
@@ -32,7 +36,7 @@ me=$(basename "$0")
 splat='WARNING:|BUG:|Oops|KASAN|lockdep|possible circular|kmemleak|UBSAN|general protection'
 
 usage() {
-	sed -n '4,26p' "$0" | sed 's/^# \{0,1\}//'
+	sed -n '4,30p' "$0" | sed 's/^# \{0,1\}//'
 }
 
 while [ $# -gt 0 ]; do
@@ -145,6 +149,32 @@ fi
 echo "1..$ntests"
 echo "# mlap2p selftests ($mode), $dir, timeout ${tmo}s per program"
 
+# A program still there a minute after its timeout cannot be killed (stuck
+# in the kernel), or left something holding its output open.  Show what is
+# blocked (sysrq w, in the VM) and give up the run: what would follow could
+# not be trusted.
+watchdog() { # number name
+	i=0
+	while [ $i -lt $((tmo + 60)) ]; do
+		sleep 1
+		[ -f "$tmp/done.$1" ] && exit 0
+		i=$((i + 1))
+	done
+	echo "not ok $1 $2 # HUNG: still running $((tmo + 60))s after it started"
+	if [ $mode = vm ]; then
+		echo "# processes:"
+		ps 2>/dev/null | sed 's/^/#   /'
+	fi
+	if [ $mode = vm ] && [ -w /proc/sysrq-trigger ]; then
+		echo w >/proc/sysrq-trigger
+		sleep 2
+		echo "# blocked tasks (sysrq w) at the end of the kernel log:"
+		dmesg | tail -n 150 | sed 's/^/#   /'
+	fi
+	echo "Bail out! $2 hung"
+	kill -KILL $$
+}
+
 n=0
 failed=0
 cases_pass=0
@@ -158,6 +188,7 @@ while read -r name; do
 	echo "# selftests: mlap2p: $name"
 	t0=$(date +%s)
 	rm -f "$tmp/rc"
+	watchdog $n "$name" &
 	(
 		cd "$dir" || exit 2
 		if [ -x "$name" ]; then
@@ -167,6 +198,7 @@ while read -r name; do
 		fi
 		echo $? >"$tmp/rc"
 	) | tee "$tmp/out" | indent
+	: >"$tmp/done.$n"
 	rc=$(cat "$tmp/rc" 2>/dev/null || echo 2)
 	secs=$(($(date +%s) - t0))
 
