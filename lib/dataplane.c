@@ -20,6 +20,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <linux/membarrier.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "internal.h"
@@ -60,6 +62,8 @@ struct dp {
 	int64_t nextLive;
 	uint32_t spinTight, spinYield;
 	int slot;			/* in dp_registry, or -1 */
+	int fence;			/* dp_in() may use plain stores */
+	uint32_t inside;		/* calls of the owner thread inside */
 	unsigned int pass;		/* progress passes, for waits on many */
 };
 
@@ -127,6 +131,68 @@ static void dp_register(struct dp *dp)
 			return;
 		}
 	}
+}
+
+/* ---- being inside (abort safety) ---- */
+
+/*
+ * mlap2p_comm_abort() from another thread sets the abort flag, then calls
+ * dp_free(), which must not free what a call in progress still touches.
+ * The communicator's busy count (mlap2p_comm_enter) does that with two
+ * atomic read-modify-writes per call, which is a measurable part of an
+ * 8-byte message.  With membarrier(2) the owner thread instead marks itself
+ * inside with plain stores and then reads the abort flag; dp_free() runs
+ * membarrier() between the flag and its read of dp->inside, so either the
+ * call sees the flag or dp_free() sees the call (an asymmetric Dekker).
+ * Without membarrier, the busy count.
+ */
+static int dp_membarrier_ok(void)
+{
+	static int ok = -1;
+	int v = __atomic_load_n(&ok, __ATOMIC_ACQUIRE);
+
+	if (v < 0) {
+		v = syscall(__NR_membarrier,
+			    MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0, 0) == 0;
+		__atomic_store_n(&ok, v, __ATOMIC_RELEASE);
+	}
+	return v;
+}
+
+static int dp_in(struct dp *dp)
+{
+	uint32_t n;
+
+	if (!dp->fence)
+		return mlap2p_comm_enter(dp->comm);
+	n = __atomic_load_n(&dp->inside, __ATOMIC_RELAXED);
+	__atomic_store_n(&dp->inside, n + 1, __ATOMIC_RELAXED);
+	__atomic_signal_fence(__ATOMIC_SEQ_CST);
+	if (!mlap2p_comm_aborted(dp->comm))
+		return 0;
+	__atomic_store_n(&dp->inside, n, __ATOMIC_RELEASE);
+	return -ECANCELED;
+}
+
+static void dp_out(struct dp *dp)
+{
+	if (!dp->fence) {
+		mlap2p_comm_leave(dp->comm);
+		return;
+	}
+	__atomic_store_n(&dp->inside,
+			 __atomic_load_n(&dp->inside, __ATOMIC_RELAXED) - 1,
+			 __ATOMIC_RELEASE);
+}
+
+/* dp_free() at abort: wait until no call is inside. */
+static void dp_quiesce(struct dp *dp)
+{
+	if (!dp->fence)
+		return;	/* the busy count was waited for already */
+	syscall(__NR_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0);
+	while (__atomic_load_n(&dp->inside, __ATOMIC_ACQUIRE))
+		sched_yield();
 }
 
 /* ---- setup ---- */
@@ -237,6 +303,7 @@ static struct dp *dp_get(struct ncclComm *comm)
 		return NULL;
 	}
 	dp->nextLive = mlap2p_now_ms() + dp->liveEveryMs;
+	dp->fence = dp_membarrier_ok() && !getenv("MLAP2P_NO_MEMBARRIER");
 	comm->dp = dp;
 	comm->dpFree = dp_free;
 	dp_register(dp);
@@ -669,7 +736,7 @@ MLAP2P_EXPORT int mlap2p_group_end(void)
 			reqs[i++] = r;
 		/* Everyone is inside a blocking call now. */
 		for (i = 0; i < n; i++)
-			if (mlap2p_comm_enter(reqs[i]->dp->comm))
+			if (dp_in(reqs[i]->dp))
 				reqs[i]->dp = NULL;
 		for (i = 0; i < n; i++)
 			if (!reqs[i]->dp) {
@@ -680,7 +747,7 @@ MLAP2P_EXPORT int mlap2p_group_end(void)
 		dp_wait_reqs(reqs, n);
 		for (i = 0; i < n; i++)
 			if (reqs[i]->dp)
-				mlap2p_comm_leave(reqs[i]->dp->comm);
+				dp_out(reqs[i]->dp);
 		free(reqs);
 	}
 	ret = group_err;
@@ -699,20 +766,27 @@ MLAP2P_EXPORT int mlap2p_group_end(void)
 static int dp_enter(struct mlap2p_comm *api, struct dp **dpp)
 {
 	struct ncclComm *comm;
+	struct dp *dp;
 	int ret;
 
 	if (!api)
 		return -EINVAL;
 	comm = mlap2p_nccl(api);
-	ret = mlap2p_comm_enter(comm);
+	dp = comm->dp;
+	if (!dp) {	/* first use: create it under the busy count */
+		ret = mlap2p_comm_enter(comm);
+		if (ret)
+			return ret;
+		dp = dp_get(comm);
+		ret = dp ? 0 : -errno;
+		mlap2p_comm_leave(comm);
+		if (ret)
+			return ret;
+	}
+	ret = dp_in(dp);
 	if (ret)
 		return ret;
-	*dpp = dp_get(comm);
-	if (!*dpp) {
-		ret = -errno;
-		mlap2p_comm_leave(comm);
-		return ret;
-	}
+	*dpp = dp;
 	return 0;
 }
 
@@ -731,7 +805,7 @@ static int dp_blocking(struct mlap2p_comm *api, int send, void *buf,
 	if (group_depth) {
 		req = malloc(sizeof(*req));
 		if (!req) {
-			mlap2p_comm_leave(dp->comm);
+			dp_out(dp);
 			return mlap2p_err(-ENOMEM);
 		}
 	}
@@ -750,7 +824,7 @@ static int dp_blocking(struct mlap2p_comm *api, int send, void *buf,
 		dp_wait_reqs(reqs, 1);
 		ret = req->status;
 	}
-	mlap2p_comm_leave(dp->comm);
+	dp_out(dp);
 	return mlap2p_err(ret);
 }
 
@@ -785,7 +859,7 @@ static int dp_ipost(struct mlap2p_comm *api, int send, void *buf,
 		free(req);
 	else
 		*reqp = req;
-	mlap2p_comm_leave(dp->comm);
+	dp_out(dp);
 	return mlap2p_err(ret);
 }
 
@@ -815,19 +889,19 @@ static int dp_reap(struct mlap2p_request **reqp)
 MLAP2P_EXPORT int mlap2p_request_test(struct mlap2p_request **reqp, int *done)
 {
 	struct mlap2p_request *req;
-	struct ncclComm *comm;
 
 	if (!reqp || !*reqp || !done)
 		return mlap2p_err(-EINVAL);
 	req = *reqp;
 	*done = 0;
 	if (!req->done) {
-		comm = req->dp->comm;
-		if (mlap2p_comm_enter(comm))
+		struct dp *dp = req->dp;
+
+		if (dp_in(dp))
 			return mlap2p_err(-ECANCELED);
-		if (!dp_progress(req->dp))
-			dp_check(req->dp);
-		mlap2p_comm_leave(comm);
+		if (!dp_progress(dp))
+			dp_check(dp);
+		dp_out(dp);
 	}
 	if (!req->done)
 		return 0;
@@ -837,31 +911,32 @@ MLAP2P_EXPORT int mlap2p_request_test(struct mlap2p_request **reqp, int *done)
 
 MLAP2P_EXPORT int mlap2p_request_waitall(int n, struct mlap2p_request **reqs)
 {
+	struct dp **entered;
 	int i, ret = 0, r;
 
 	if (n < 0 || (n && !reqs))
 		return mlap2p_err(-EINVAL);
-	for (i = 0; i < n; i++)
-		if (reqs[i] && !reqs[i]->done &&
-		    mlap2p_comm_enter(reqs[i]->dp->comm)) {
+	entered = calloc(n ? n : 1, sizeof(*entered));
+	if (!entered)
+		return mlap2p_err(-ENOMEM);
+	/* Enter every communicator involved before anything completes. */
+	for (i = 0; i < n; i++) {
+		if (!reqs[i] || reqs[i]->done)
+			continue;
+		if (dp_in(reqs[i]->dp)) {
 			while (--i >= 0)
-				if (reqs[i] && !reqs[i]->done)
-					mlap2p_comm_leave(reqs[i]->dp->comm);
+				if (entered[i])
+					dp_out(entered[i]);
+			free(entered);
 			return mlap2p_err(-ECANCELED);
 		}
-	/* Remember whom we entered before requests start completing. */
-	{
-		struct ncclComm **entered = calloc(n ? n : 1, sizeof(*entered));
-
-		for (i = 0; entered && i < n; i++)
-			entered[i] = reqs[i] && !reqs[i]->done ?
-				     reqs[i]->dp->comm : NULL;
-		dp_wait_reqs(reqs, n);
-		for (i = 0; entered && i < n; i++)
-			if (entered[i])
-				mlap2p_comm_leave(entered[i]);
-		free(entered);
+		entered[i] = reqs[i]->dp;
 	}
+	dp_wait_reqs(reqs, n);
+	for (i = 0; i < n; i++)
+		if (entered[i])
+			dp_out(entered[i]);
+	free(entered);
 	for (i = 0; i < n; i++) {
 		if (!reqs[i])
 			continue;
@@ -890,7 +965,7 @@ MLAP2P_EXPORT int mlap2p_set_proto(struct mlap2p_comm *api, int proto)
 	if (ret)
 		return mlap2p_err(ret);
 	dp->proto = proto;
-	mlap2p_comm_leave(dp->comm);
+	dp_out(dp);
 	return 0;
 }
 
@@ -908,7 +983,7 @@ MLAP2P_EXPORT int mlap2p_proto_for(struct mlap2p_comm *api, size_t bytes)
 		if (peer != dp->comm->rank)
 			k = dp_link(dp, peer, 1, &ret, 1);
 	ret = k ? dp_pick(dp, k, bytes) : -ENOTCONN;
-	mlap2p_comm_leave(dp->comm);
+	dp_out(dp);
 	return ret < 0 ? mlap2p_err(ret) : ret;
 }
 
@@ -987,7 +1062,7 @@ MLAP2P_EXPORT int mlap2p_dump_state(struct mlap2p_comm *api, int fd)
 			dp_link(dp, ret / 2, ret % 2, &err, 1);
 	}
 	dp_dump(dp, fd);
-	mlap2p_comm_leave(dp->comm);
+	dp_out(dp);
 	return 0;
 }
 
@@ -1002,6 +1077,8 @@ static void dp_free(struct ncclComm *comm)
 		return;
 	if (dp->slot >= 0)
 		__atomic_store_n(&dp_registry[dp->slot], NULL, __ATOMIC_RELEASE);
+	if (mlap2p_comm_aborted(comm))
+		dp_quiesce(dp);
 	for (i = 0; i < 2 * comm->nRanks; i++) {
 		struct dp_link *k = dp->links[i];
 
