@@ -64,8 +64,10 @@ check-vm: all
 check-debug: deps
 	$(TOP)/tools/vm/check --debug
 
+# A shell in the VM of check-vm: stock kernel, module loaded, selftests in
+# /root/selftests, tools and lib installed.
 vm-shell: all
-	$(TOP)/tools/vm/run --interactive
+	$(TOP)/tools/vm/check --shell
 
 demo: deps
 	$(MAKE) all
