@@ -4,7 +4,8 @@
  *
  * Mappings are shared only, lie inside the region, are not inherited over
  * fork and are never dumped; read-only handles lose VM_MAYWRITE so
- * mprotect() cannot upgrade them.  Pages are the region's own zeroed
+ * mprotect() cannot upgrade them (and MADV_DOFORK cannot make them
+ * inherited: see mlap2p_vm_open()).  Pages are the region's own zeroed
  * order-0 pages, inserted lazily by the fault handler.  Each VMA holds a
  * region reference from ->mmap (or ->open, when the mm core copies a VMA
  * on split) until ->close.
@@ -14,6 +15,7 @@
 #include <linux/err.h>
 #include <linux/fs.h>
 #include <linux/mm.h>
+#include <linux/sched.h>
 
 #include "mlap2p.h"
 
@@ -34,6 +36,9 @@ static vm_fault_t mlap2p_vm_fault(struct vm_fault *vmf)
 	unsigned long idx = vmf->pgoff & MLAP2P_COOKIE_PGMASK;
 	struct page *page;
 
+	/* A fork copy, detached by mlap2p_vm_open(): no mapping here. */
+	if (!r)
+		return VM_FAULT_SIGSEGV;
 	/* ->mmap bounds the VMA and VM_DONTEXPAND keeps it so. */
 	if (idx >= r->nr_pages)
 		return VM_FAULT_SIGBUS;
@@ -43,17 +48,33 @@ static vm_fault_t mlap2p_vm_fault(struct vm_fault *vmf)
 	return 0;
 }
 
+/*
+ * A VMA was copied: a split or mremap() in the same mm, or fork() into a
+ * child's mm when MADV_DOFORK has cleared VM_DONTCOPY.  Mappings are not
+ * inherited, so a copy into another mm is detached from the region: it
+ * holds no reference, is not counted and faults with SIGSEGV.  (Only
+ * dup_mmap() copies a VMA of ours into an mm that is not current's.)
+ */
 static void mlap2p_vm_open(struct vm_area_struct *vma)
 {
 	struct mlap2p_region *r = vma->vm_private_data;
 
+	if (!r)
+		return;
+	if (vma->vm_mm != current->mm) {
+		vma->vm_private_data = NULL;
+		return;
+	}
 	kref_get(&r->ref);
 	mlap2p_region_map(r);
 }
 
 static void mlap2p_vm_close(struct vm_area_struct *vma)
 {
-	mlap2p_region_unmap(vma->vm_private_data);
+	struct mlap2p_region *r = vma->vm_private_data;
+
+	if (r)
+		mlap2p_region_unmap(r);
 }
 
 static const struct vm_operations_struct mlap2p_vm_ops = {
