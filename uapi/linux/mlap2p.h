@@ -224,8 +224,9 @@ struct mlap2p_region_info {
 /*
  * Generic netlink family "mlap2p" (mlap2pctl).  Commands and attributes
  * start at 1.  Mutating commands need CAP_NET_ADMIN.  Every command is
- * validated strictly: unknown attributes, wrong lengths and out-of-range
- * values give -EINVAL with an extack message naming the attribute.
+ * validated strictly: unknown attributes and wrong lengths give -EINVAL,
+ * values out of an attribute's range -ERANGE, each with an extack message
+ * and the offset of the attribute.
  *
  * GET_TOPO	doit: the summary: FAMILY, NUM_DEVICES, CORES_PER_DEVICE,
  *		LNC, POD_TYPE, POD_NODES, NODE, TOPO_GENERATION, CAPACITY.
@@ -252,8 +253,8 @@ struct mlap2p_region_info {
  *		DEV_USED) per MLA of this node.
  * EVENT_*	multicast to "events" (joining needs CAP_SYS_ADMIN), one
  *		message per event, sent by the call that caused it.
- *		EVENT_REGION_* carry a REGION nest (REGION_ID, REGION_DEVICE,
- *		REGION_SIZE, REGION_OWNER_PID) and PID; EVENT_TOPO_CHANGE
+ *		EVENT_REGION_* carry a REGION nest as GET_REGION gives it,
+ *		as of just after the event, and PID; EVENT_TOPO_CHANGE
  *		carries the GET_TOPO summary and PID.  Pids are as seen from
  *		the pid namespace of the process that caused the event.
  */
