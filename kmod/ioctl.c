@@ -98,6 +98,7 @@ static int mlap2p_ioctl_mem_alloc(struct mlap2p_file *f, void __user *argp)
 	struct mlap2p_mem_alloc arg;
 	struct mlap2p_handle *h;
 	struct mlap2p_region *r;
+	struct mlap2p_config c;
 	u64 size;
 
 	if (copy_from_user(&arg, argp, sizeof(arg)))
@@ -106,6 +107,10 @@ static int mlap2p_ioctl_mem_alloc(struct mlap2p_file *f, void __user *argp)
 	    !mlap2p_zero(arg.reserved, sizeof(arg.reserved)))
 		return -EINVAL;
 	if (!arg.size)
+		return -EINVAL;
+	/* Bad arguments before limits; creating the region checks again. */
+	mlap2p_config_get(&c);
+	if (arg.device >= mlap2p_topo_total_mlas(&c.topo))
 		return -EINVAL;
 	/* No MLA holds more than MLAP2P_CAPACITY_MAX; also bars overflow. */
 	if (arg.size > MLAP2P_CAPACITY_MAX)

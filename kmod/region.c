@@ -102,9 +102,11 @@ static bool mlap2p_alloc_contig(struct page **pages, unsigned long want)
 	return true;
 }
 
+/* Single zeroed pages; a clean -ENOMEM rather than the OOM killer. */
 static int mlap2p_alloc_single(struct page **pages, unsigned long want)
 {
-	const gfp_t gfp = GFP_KERNEL_ACCOUNT | __GFP_ZERO | __GFP_NOWARN;
+	const gfp_t gfp = GFP_KERNEL_ACCOUNT | __GFP_ZERO | __GFP_NOWARN |
+			  __GFP_RETRY_MAYFAIL;
 	unsigned long i;
 
 	for (i = 0; i < want; i++) {
@@ -202,8 +204,11 @@ static void mlap2p_region_release(struct kref *ref)
 	mutex_unlock(&mlap2p_lock);
 
 	if (r->pages) {
-		for (i = 0; i < r->nr_pages && r->pages[i]; i++)
+		for (i = 0; i < r->nr_pages && r->pages[i]; i++) {
 			__free_page(r->pages[i]);
+			if (!((i + 1) % MLAP2P_CHUNK_PAGES))
+				cond_resched();
+		}
 		kvfree(r->pages);
 	}
 	if (r->exp_ns)
