@@ -266,8 +266,8 @@ struct mlap2p_spin {
 	uint32_t yield;		/* idle calls before yielding */
 };
 
-#define MLAP2P_SPIN_TIGHT	2048
-#define MLAP2P_SPIN_YIELD	20000
+#define MLAP2P_SPIN_TIGHT	1024
+#define MLAP2P_SPIN_YIELD	4096
 
 static inline void mlap2p_spin_init(struct mlap2p_spin *s, uint32_t tight,
 				    uint32_t yield)
