@@ -383,12 +383,6 @@ static struct dp_link *dp_link(struct dp *dp, int peer, int send, int *err,
 		*err = -ENOTCONN;
 		return NULL;
 	}
-	if (conn->mode == MLAP2P_CONN_NET) {
-		WARN("rank %d: rank %d is reachable only through NET, which moves no data yet",
-		     comm->rank, peer);
-		*err = -EOPNOTSUPP;
-		return NULL;
-	}
 	k = calloc(1, sizeof(*k));
 	if (!k) {
 		*err = -ENOMEM;

@@ -24,6 +24,7 @@
 #include <unistd.h>
 
 #include "internal.h"
+#include "net.h"
 
 /* ---- peer info ---- */
 
@@ -99,7 +100,12 @@ int mlap2p_peer_alive(struct ncclComm *comm, int rank)
 	const struct ncclPeerInfo *me = &comm->peerInfo[comm->rank];
 	const struct ncclPeerInfo *p = &comm->peerInfo[rank];
 	uint64_t start;
+	int ret;
 
+	/* A NET peer whose network path failed is as gone as a dead one. */
+	ret = mlap2p_net_peer_alive(comm, rank);
+	if (ret)
+		return ret;
 	if (p->hostHash != me->hostHash || p->pidHash == me->pidHash)
 		return 0;
 	/* Only a process of our pid namespace can be looked up by pid. */

@@ -1,0 +1,37 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * lib/net.h: the NET transport (ncclTransports[1], lib/net.c) as the rest
+ * of the library sees it.
+ *
+ * NET moves a connection's FIFO over libfabric (Debian's libfabric1, loaded
+ * with dlopen when first needed; the `tcp` provider by default).  Its host
+ * proxy thread, one per communicator, is what makes the data plane's
+ * primitives the same for P2P and NET: on the send side the data plane
+ * posts into a local FIFO and the proxy sends each posted step; on the
+ * receive side the proxy receives into the local FIFO and advances tail.
+ *
+ * Environment (docs/net.md):
+ *   MLAP2P_NET_DISABLE=1        NET never connects (canConnect says no)
+ *   MLAP2P_NET_PROVIDER=<name>  libfabric provider (default "tcp"; FI_PROVIDER
+ *                               is honoured by libfabric itself when set)
+ *   NCCL_SOCKET_IFNAME          the interface, as for the bootstrap
+ *   MLAP2P_PEER_TIMEOUT         silence after which a NET peer is declared
+ *                               unreachable (the data plane's peer timeout)
+ */
+#ifndef MLAP2P_NET_H
+#define MLAP2P_NET_H
+
+struct ncclComm;
+
+/*
+ * 0 while the NET path to @rank is healthy, or when there is no NET
+ * connection to it; otherwise the -errno the proxy saw: -EHOSTDOWN when
+ * the peer fell silent for longer than MLAP2P_PEER_TIMEOUT (a cut link),
+ * -ECONNRESET when the fabric reported an error on the path.  The proxy
+ * has already logged a WARN naming the peer.  Called by
+ * mlap2p_peer_alive(), so every data-plane wait notices a dead network
+ * exactly as it notices a dead process.
+ */
+int mlap2p_net_peer_alive(struct ncclComm *comm, int rank);
+
+#endif /* MLAP2P_NET_H */
