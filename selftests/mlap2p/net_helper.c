@@ -1,0 +1,353 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * net_helper: not a test; one rank of a communicator that may span hosts,
+ * driven by net_hosts.sh (emulated hosts in network namespaces) and
+ * net_test.c (one host, loopback).  Every rank is its own process and
+ * meets the others through NCCL_COMM_ID (rank 0 hosts the root).
+ *
+ *   net_helper ring   --nranks N --rank R --core C [--channels K]
+ *                     [--protos LL,LL128,SIMPLE] [--sizes a,b,...] [--iters I]
+ *       Connect a ring, print how this rank reaches its neighbours
+ *       ("path prev=<r> <P2P/...|NET>" and "path next=..."), then for every
+ *       protocol and size exchange a pattern round the ring (send to next,
+ *       receive from prev, in one group) and check every byte.
+ *   net_helper stream --nranks N --rank R --core C [--bytes B] [--seconds S]
+ *       Connect a ring and exchange B-byte messages round it until an error
+ *       or S seconds; prints "streaming" once data moves, and on an error
+ *       the error and mlap2p_last_error() (which names the peer).
+ *
+ * Exit: 0 all good, 1 a failure (wrong bytes, setup), 2 usage, 3 (stream)
+ * the exchange failed with an error, as net_hosts.sh expects after it cuts
+ * the link.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <getopt.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <mlap2p/dataplane.h>
+#include <mlap2p/mlap2p.h>
+
+/* The data-plane tests' sizes (issue "Data plane"). */
+static const size_t default_sizes[] = {
+	0, 1, 7, 8, 4095, 4096, 4097, (1 << 20) + 13, 64 << 20,
+};
+
+struct opts {
+	const char *mode;
+	int nranks, rank, core, channels, iters, seconds;
+	size_t bytes;
+	unsigned int protos;		/* bit per MLAP2P_PROTO_* */
+	size_t sizes[32];
+	int nsizes;
+};
+
+static unsigned char pattern(int src, size_t i, size_t n, int it)
+{
+	return (unsigned char)(src * 131 + i * 7 + n + (size_t)it * 3 + (i >> 9));
+}
+
+static void fill(unsigned char *b, int src, size_t n, int it)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		b[i] = pattern(src, i, n, it);
+}
+
+/* First wrong byte, or -1. */
+static long check(const unsigned char *b, int src, size_t n, int it)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		if (b[i] != pattern(src, i, n, it))
+			return (long)i;
+	return -1;
+}
+
+static const char *path_name(struct mlap2p_comm *comm, int peer, int dir)
+{
+	struct mlap2p_conn_desc d;
+
+	if (mlap2p_conn_get(comm, 0, peer, dir, &d))
+		return "none";
+	switch (d.path) {
+	case MLAP2P_PATH_DIRECT:
+		return "P2P/direct";
+	case MLAP2P_PATH_IPC:
+		return "P2P/IPC";
+	case MLAP2P_PATH_INDIRECT:
+		return "P2P/indirect";
+	case MLAP2P_PATH_NET:
+		return "NET";
+	}
+	return "?";
+}
+
+static int exchange(struct mlap2p_comm *comm, const void *sbuf, void *rbuf,
+		    size_t n, int prev, int next)
+{
+	int ret, r;
+
+	ret = mlap2p_group_start();
+	if (ret)
+		return ret;
+	ret = mlap2p_send(comm, sbuf, n, next);
+	r = mlap2p_recv(comm, rbuf, n, prev);
+	if (!ret)
+		ret = r;
+	r = mlap2p_group_end();
+	return ret ? ret : r;
+}
+
+static int run_ring(struct mlap2p_comm *comm, const struct opts *o, int prev,
+		    int next)
+{
+	size_t max = 0;
+	unsigned char *sbuf, *rbuf;
+	int p, s, it, ret;
+
+	for (s = 0; s < o->nsizes; s++)
+		if (o->sizes[s] > max)
+			max = o->sizes[s];
+	sbuf = malloc(max ? max : 1);
+	rbuf = malloc(max ? max : 1);
+	if (!sbuf || !rbuf) {
+		fprintf(stderr, "rank %d: out of memory\n", o->rank);
+		return 1;
+	}
+	for (p = MLAP2P_PROTO_LL; p <= MLAP2P_PROTO_SIMPLE; p++) {
+		if (!(o->protos & (1U << p)))
+			continue;
+		ret = mlap2p_set_proto(comm, p);
+		if (ret) {
+			fprintf(stderr, "rank %d: set_proto %s: %s\n", o->rank,
+				mlap2p_proto_name(p), mlap2p_strerror(ret));
+			return 1;
+		}
+		for (s = 0; s < o->nsizes; s++) {
+			size_t n = o->sizes[s];
+
+			for (it = 0; it < o->iters; it++) {
+				long bad;
+
+				fill(sbuf, o->rank, n, it);
+				memset(rbuf, 0xa5, n);
+				ret = exchange(comm, sbuf, rbuf, n, prev, next);
+				if (ret) {
+					fprintf(stderr, "rank %d: %s %zu bytes: %s: %s\n",
+						o->rank, mlap2p_proto_name(p), n,
+						mlap2p_strerror(ret),
+						mlap2p_last_error());
+					return 1;
+				}
+				bad = check(rbuf, prev, n, it);
+				if (bad >= 0) {
+					fprintf(stderr, "rank %d: %s %zu bytes from rank %d: byte %ld is %#x, expected %#x\n",
+						o->rank, mlap2p_proto_name(p), n,
+						prev, bad, rbuf[bad],
+						pattern(prev, (size_t)bad, n, it));
+					return 1;
+				}
+			}
+			printf("rank %d: ok %s %zu\n", o->rank,
+			       mlap2p_proto_name(p), n);
+		}
+	}
+	free(sbuf);
+	free(rbuf);
+	return 0;
+}
+
+static int run_stream(struct mlap2p_comm *comm, const struct opts *o, int prev,
+		      int next)
+{
+	unsigned char *sbuf = malloc(o->bytes), *rbuf = malloc(o->bytes);
+	time_t end = time(NULL) + o->seconds;
+	long iters = 0;
+	int ret;
+
+	if (!sbuf || !rbuf)
+		return 1;
+	fill(sbuf, o->rank, o->bytes, 0);
+	while (time(NULL) < end) {
+		ret = exchange(comm, sbuf, rbuf, o->bytes, prev, next);
+		if (ret) {
+			printf("rank %d: error after %ld exchanges: %s: %s\n",
+			       o->rank, iters, mlap2p_strerror(ret),
+			       mlap2p_last_error());
+			fflush(stdout);
+			return 3;
+		}
+		if (check(rbuf, prev, o->bytes, 0) >= 0) {
+			printf("rank %d: wrong bytes from rank %d\n", o->rank,
+			       prev);
+			return 1;
+		}
+		if (++iters == 3) {
+			printf("rank %d: streaming\n", o->rank);
+			fflush(stdout);
+		}
+	}
+	printf("rank %d: no error in %d s (%ld exchanges)\n", o->rank,
+	       o->seconds, iters);
+	return 1;
+}
+
+static int parse_list(const char *s, size_t *out, int max)
+{
+	char *end;
+	int n = 0;
+
+	while (*s && n < max) {
+		unsigned long long v = strtoull(s, &end, 0);
+
+		if (end == s)
+			return -1;
+		if (*end == 'K' || *end == 'k')
+			v <<= 10, end++;
+		else if (*end == 'M' || *end == 'm')
+			v <<= 20, end++;
+		out[n++] = (size_t)v;
+		if (*end == '+') {	/* "1M+13" */
+			s = end + 1;
+			v = strtoull(s, &end, 0);
+			out[n - 1] += (size_t)v;
+		}
+		s = *end == ',' ? end + 1 : end;
+		if (*end && *end != ',')
+			return -1;
+	}
+	return n;
+}
+
+static unsigned int parse_protos(const char *s)
+{
+	unsigned int m = 0;
+	char buf[64], *tok, *save = NULL;
+
+	snprintf(buf, sizeof(buf), "%s", s);
+	for (tok = strtok_r(buf, ",", &save); tok;
+	     tok = strtok_r(NULL, ",", &save)) {
+		if (!strcasecmp(tok, "LL"))
+			m |= 1U << MLAP2P_PROTO_LL;
+		else if (!strcasecmp(tok, "LL128"))
+			m |= 1U << MLAP2P_PROTO_LL128;
+		else if (!strcasecmp(tok, "SIMPLE"))
+			m |= 1U << MLAP2P_PROTO_SIMPLE;
+		else
+			return 0;
+	}
+	return m;
+}
+
+static int usage(const char *argv0)
+{
+	fprintf(stderr, "usage: %s ring|stream --nranks N --rank R --core C [--channels K] [--protos LL,LL128,SIMPLE] [--sizes a,b] [--iters I] [--bytes B] [--seconds S]\n",
+		argv0);
+	return 2;
+}
+
+int main(int argc, char **argv)
+{
+	static const struct option lo[] = {
+		{ "nranks", 1, NULL, 'n' }, { "rank", 1, NULL, 'r' },
+		{ "core", 1, NULL, 'c' }, { "channels", 1, NULL, 'k' },
+		{ "protos", 1, NULL, 'p' }, { "sizes", 1, NULL, 's' },
+		{ "iters", 1, NULL, 'i' }, { "bytes", 1, NULL, 'b' },
+		{ "seconds", 1, NULL, 't' }, { NULL, 0, NULL, 0 },
+	};
+	struct opts o = {
+		.nranks = -1, .rank = -1, .core = -1, .channels = 1,
+		.iters = 1, .seconds = 60, .bytes = 1 << 20,
+		.protos = 7,
+	};
+	struct mlap2p_unique_id id;
+	struct mlap2p_comm *comm;
+	int c, ret, prev, next, rc;
+	char host[64] = "?";
+
+	if (argc < 2)
+		return usage(argv[0]);
+	o.mode = argv[1];
+	memcpy(o.sizes, default_sizes, sizeof(default_sizes));
+	o.nsizes = sizeof(default_sizes) / sizeof(default_sizes[0]);
+	optind = 2;
+	while ((c = getopt_long(argc, argv, "", lo, NULL)) != -1) {
+		switch (c) {
+		case 'n': o.nranks = atoi(optarg); break;
+		case 'r': o.rank = atoi(optarg); break;
+		case 'c': o.core = atoi(optarg); break;
+		case 'k': o.channels = atoi(optarg); break;
+		case 'i': o.iters = atoi(optarg); break;
+		case 't': o.seconds = atoi(optarg); break;
+		case 'b': o.bytes = strtoull(optarg, NULL, 0); break;
+		case 'p':
+			o.protos = parse_protos(optarg);
+			if (!o.protos)
+				return usage(argv[0]);
+			break;
+		case 's':
+			o.nsizes = parse_list(optarg, o.sizes, 32);
+			if (o.nsizes <= 0)
+				return usage(argv[0]);
+			break;
+		default:
+			return usage(argv[0]);
+		}
+	}
+	if (o.nranks < 1 || o.rank < 0 || o.rank >= o.nranks || o.core < 0 ||
+	    (strcmp(o.mode, "ring") && strcmp(o.mode, "stream")))
+		return usage(argv[0]);
+	if (!getenv("NCCL_COMM_ID")) {
+		fprintf(stderr, "net_helper: set NCCL_COMM_ID=<ip>:<port>\n");
+		return 2;
+	}
+	gethostname(host, sizeof(host));
+	setvbuf(stdout, NULL, _IOLBF, 0);
+
+	ret = mlap2p_get_unique_id(&id);
+	if (!ret)
+		ret = mlap2p_comm_init_rank(&comm, o.nranks, &id, o.rank, o.core);
+	if (ret) {
+		fprintf(stderr, "rank %d on %s: init: %s: %s\n", o.rank, host,
+			mlap2p_strerror(ret), mlap2p_last_error());
+		return 1;
+	}
+	ret = mlap2p_connect_ring(comm, o.channels);
+	if (!ret)
+		ret = mlap2p_ring_get(comm, 0, NULL, &prev, &next);
+	if (ret) {
+		fprintf(stderr, "rank %d on %s: connect: %s: %s\n", o.rank, host,
+			mlap2p_strerror(ret), mlap2p_last_error());
+		mlap2p_comm_abort(comm);
+		return 1;
+	}
+	printf("rank %d on %s: path prev=%d %s\n", o.rank, host, prev,
+	       path_name(comm, prev, MLAP2P_DIR_RECV));
+	printf("rank %d on %s: path next=%d %s\n", o.rank, host, next,
+	       path_name(comm, next, MLAP2P_DIR_SEND));
+
+	if (!strcmp(o.mode, "ring"))
+		rc = run_ring(comm, &o, prev, next);
+	else
+		rc = run_stream(comm, &o, prev, next);
+	if (rc) {
+		mlap2p_comm_abort(comm);
+		return rc;
+	}
+	ret = mlap2p_comm_destroy(comm);
+	if (ret) {
+		fprintf(stderr, "rank %d: destroy: %s: %s\n", o.rank,
+			mlap2p_strerror(ret), mlap2p_last_error());
+		return 1;
+	}
+	printf("rank %d: done\n", o.rank);
+	return 0;
+}

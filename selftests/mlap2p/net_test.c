@@ -1,0 +1,575 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * The NET transport on one host (libfabric over loopback): the table's
+ * second entry with its proxy slots, the fallthrough from P2P, data moving
+ * through the proxy for every protocol, the terminal error when NET is
+ * disabled too, and failures that name the peer.  net_hosts.sh does the
+ * same across emulated hosts.
+ *
+ * Ranks are threads (host runtime) or, for the failure cases, net_helper
+ * processes that meet through NCCL_COMM_ID.  Skips (exit 4) when libfabric
+ * has no provider here.
+ */
+#include <signal.h>
+#include <sys/socket.h>
+#include <netinet/in.h>
+
+#include "lib_test.h"
+#include <mlap2p/dataplane.h>
+
+static const size_t dp_sizes[] = {
+	0, 1, 7, 8, 4095, 4096, 4097, (1 << 20) + 13, 64 << 20,
+};
+
+static void net_env(void)
+{
+	setenv("MLAP2P_RUNTIME", "host", 1);
+	lt_host_topology();
+	/* lt_host_topology() keeps NET out of the P2P tests; we want it. */
+	unsetenv("MLAP2P_NET_DISABLE");
+	unsetenv("NCCL_P2P_DISABLE");
+	unsetenv("NCCL_SOCKET_IFNAME");
+	unsetenv("MLAP2P_NET_PROVIDER");
+	setenv("MLAP2P_BOOTSTRAP_TIMEOUT", "30s", 1);
+}
+
+/* Is there a provider at all?  (Asks the transport, as selection does.) */
+static int net_available(void)
+{
+	struct mlap2p_unique_id id;
+	struct lt_rank r = { .nranks = 1 };
+	int ok = 0;
+
+	net_env();
+	if (mlap2p_get_unique_id(&id))
+		return 0;
+	r.id = id;
+	if (lt_init(&r))
+		return 0;
+	netTransport.canConnect(&ok, mlap2p_nccl(r.comm)->topo, NULL,
+				&mlap2p_nccl(r.comm)->peerInfo[0],
+				&mlap2p_nccl(r.comm)->peerInfo[0]);
+	mlap2p_comm_destroy(r.comm);
+	return ok;
+}
+
+/* Thread tests: NET over loopback, every rank a thread of this process. */
+FIXTURE(net) {
+	int dummy;
+};
+
+FIXTURE_SETUP(net)
+{
+	self->dummy = 0;
+	if (!net_available())
+		SKIP(return, "no libfabric provider (%s)", mlap2p_last_error());
+	net_env();
+}
+
+FIXTURE_TEARDOWN(net)
+{
+}
+
+static unsigned char pat(int src, size_t i, size_t n, int it)
+{
+	return (unsigned char)(src * 131 + i * 7 + n + (size_t)it * 3 + (i >> 9));
+}
+
+/* Send to @next and receive from @prev in one group; check the bytes. */
+static int ring_step(struct lt_rank *r, int prev, int next, size_t n, int it,
+		     unsigned char *sbuf, unsigned char *rbuf)
+{
+	size_t i;
+	int ret, r2;
+
+	for (i = 0; i < n; i++)
+		sbuf[i] = pat(r->rank, i, n, it);
+	memset(rbuf, 0x5a, n);
+	ret = mlap2p_group_start();
+	if (ret)
+		return 30;
+	ret = mlap2p_send(r->comm, sbuf, n, next);
+	r2 = mlap2p_recv(r->comm, rbuf, n, prev);
+	if (mlap2p_group_end() || ret || r2) {
+		snprintf(r->msg, sizeof(r->msg), "%zu bytes: %s", n,
+			 mlap2p_last_error());
+		return 31;
+	}
+	for (i = 0; i < n; i++)
+		if (rbuf[i] != pat(prev, i, n, it)) {
+			snprintf(r->msg, sizeof(r->msg),
+				 "%zu bytes from rank %d: byte %zu is %#x, want %#x",
+				 n, prev, i, rbuf[i], pat(prev, i, n, it));
+			return 32;
+		}
+	return 0;
+}
+
+struct move_arg {
+	int channels;
+	int expect_path;	/* MLAP2P_PATH_* of every connection */
+	const size_t *sizes;
+	int nsizes;
+	int random_iters;	/* extra random sizes and protocols */
+};
+
+/* Connect a ring, check every connection's path, move every protocol. */
+static int move_rank(struct lt_rank *r)
+{
+	const struct move_arg *a = r->arg;
+	struct mlap2p_conn_desc d;
+	unsigned char *sbuf = NULL, *rbuf = NULL;
+	size_t max = 4 << 20;
+	int prev, next, p, s, c, ret = 0;
+	unsigned int seed = 12345u + (unsigned int)r->rank;
+
+	if (lt_init(r))
+		return 1;
+	if (mlap2p_connect_ring(r->comm, a->channels) ||
+	    mlap2p_ring_get(r->comm, 0, NULL, &prev, &next)) {
+		ret = 2;
+		goto out;
+	}
+	for (c = 0; c < a->channels; c++) {
+		int cp, cn;
+
+		if (mlap2p_ring_get(r->comm, c, NULL, &cp, &cn) ||
+		    mlap2p_conn_get(r->comm, c, cp, MLAP2P_DIR_RECV, &d) ||
+		    d.path != a->expect_path ||
+		    mlap2p_conn_get(r->comm, c, cn, MLAP2P_DIR_SEND, &d) ||
+		    d.path != a->expect_path) {
+			snprintf(r->msg, sizeof(r->msg), "channel %d: path %d, want %d",
+				 c, d.path, a->expect_path);
+			ret = 3;
+			goto out;
+		}
+		/* NET wires the same FIFO a P2P connector has, all local. */
+		if (d.path == MLAP2P_PATH_NET &&
+		    (!d.host->conn.tail || !d.host->conn.head ||
+		     !d.host->conn.sizesFifo || d.host->conn.ptrExchange ||
+		     !d.host->proxyAppend || d.mem_rank != r->rank)) {
+			ret = 4;
+			goto out;
+		}
+	}
+	for (s = 0; s < a->nsizes; s++)
+		if (a->sizes[s] > max)
+			max = a->sizes[s];
+	sbuf = malloc(max);
+	rbuf = malloc(max);
+	if (!sbuf || !rbuf) {
+		ret = 5;
+		goto out;
+	}
+	for (p = MLAP2P_PROTO_LL; p <= MLAP2P_PROTO_SIMPLE && !ret; p++) {
+		if (mlap2p_set_proto(r->comm, p)) {
+			ret = 6;
+			break;
+		}
+		for (s = 0; s < a->nsizes && !ret; s++)
+			ret = ring_step(r, prev, next, a->sizes[s], s, sbuf, rbuf);
+	}
+	/* Random sizes and protocols, the same sequence on every rank. */
+	seed = 777;
+	for (s = 0; s < a->random_iters && !ret; s++) {
+		size_t n = (size_t)(rand_r(&seed) % (4 << 20));
+
+		p = rand_r(&seed) % 4 - 1;	/* AUTO, LL, LL128, SIMPLE */
+		if (p == MLAP2P_PROTO_LL)
+			n %= 65536;
+		if (mlap2p_set_proto(r->comm, p))
+			ret = 7;
+		else
+			ret = ring_step(r, prev, next, n, s, sbuf, rbuf);
+	}
+out:
+	free(sbuf);
+	free(rbuf);
+	if (mlap2p_comm_destroy(r->comm) && !ret)
+		ret = 8;
+	return ret;
+}
+
+/* ---- the table ---- */
+
+TEST(net_has_a_proxy)
+{
+	const unsigned char *b = (const unsigned char *)&netTransport;
+	static const int slots[] = { 0x30, 0x38, 0x40, 0x60, 0x68, 0x70 };
+	unsigned int i;
+	void *v;
+
+	ASSERT_EQ(&netTransport, ncclTransports[1]);
+	EXPECT_STREQ("NET", netTransport.name);
+	/* The seed's contrast: NET populates the three slots P2P leaves NULL. */
+	EXPECT_NE(NULL, netTransport.send.proxy);
+	EXPECT_NE(NULL, netTransport.send.allocRequest);
+	EXPECT_NE(NULL, netTransport.send.freeRequest);
+	EXPECT_NE(NULL, netTransport.recv.proxy);
+	EXPECT_NE(NULL, netTransport.recv.allocRequest);
+	EXPECT_NE(NULL, netTransport.recv.freeRequest);
+	EXPECT_NE(netTransport.send.proxy, netTransport.recv.proxy);
+	for (i = 0; i < ARRAY_SIZE(slots); i++) {
+		memcpy(&v, b + slots[i], sizeof(v));
+		EXPECT_NE(NULL, v);
+	}
+}
+
+/* ---- fallthrough ---- */
+
+TEST_F_TIMEOUT(net, p2p_disabled_falls_through_to_net, 150)
+{
+	static const int cores[2] = { 0, 1 };
+	struct move_arg a = {
+		.channels = 2, .expect_path = MLAP2P_PATH_NET,
+		.sizes = dp_sizes, .nsizes = ARRAY_SIZE(dp_sizes),
+	};
+	struct lt_rank ranks[2];
+
+	setenv("NCCL_P2P_DISABLE", "1", 1);
+	ASSERT_EQ(0, lt_run_threads(2, cores, move_rank, &a, ranks));
+}
+
+/* Cores 0 and 68: nodes 0 and 1 on different MLAs, no link (EDGE_NONE). */
+TEST_F_TIMEOUT(net, unreachable_pair_uses_net, 60)
+{
+	static const int cores[2] = { 0, 68 };
+	static const size_t sizes[] = { 0, 1, 4097, (1 << 20) + 13 };
+	struct move_arg a = {
+		.channels = 1, .expect_path = MLAP2P_PATH_NET,
+		.sizes = sizes, .nsizes = ARRAY_SIZE(sizes),
+	};
+	struct lt_rank ranks[2];
+
+	ASSERT_EQ(0, lt_run_threads(2, cores, move_rank, &a, ranks));
+}
+
+/* Same-host pairs P2P can take stay on P2P: NET is only the fallthrough. */
+TEST_F_TIMEOUT(net, reachable_pair_stays_on_p2p, 60)
+{
+	static const int cores[2] = { 0, 1 };
+	static const size_t sizes[] = { 8, 4097 };
+	struct move_arg a = {
+		.channels = 1, .expect_path = MLAP2P_PATH_DIRECT,
+		.sizes = sizes, .nsizes = ARRAY_SIZE(sizes),
+	};
+	struct lt_rank ranks[2];
+
+	ASSERT_EQ(0, lt_run_threads(2, cores, move_rank, &a, ranks));
+}
+
+static int terminal_rank(struct lt_rank *r)
+{
+	int peer = 1 - r->rank, ret;
+
+	if (lt_init(r))
+		return 1;
+	ret = mlap2p_connect_peers(r->comm, 1, 1, &peer, 1, &peer);
+	if (ret != -EHOSTUNREACH && ret != -ECONNABORTED)
+		ret = 2;
+	else if (ret == -EHOSTUNREACH &&
+		 !strstr(mlap2p_last_error(),
+			 "No transport found between devices"))
+		ret = 3;
+	else
+		ret = 0;
+	if (mlap2p_comm_destroy(r->comm) && !ret)
+		ret = 4;
+	return ret;
+}
+
+TEST(net_disabled_ends_in_the_seed_error)
+{
+	static const int cores[2] = { 0, 1 };
+	struct lt_rank ranks[2];
+
+	net_env();
+	setenv("NCCL_P2P_DISABLE", "1", 1);
+	setenv("MLAP2P_NET_DISABLE", "1", 1);
+	ASSERT_EQ(0, lt_run_threads(2, cores, terminal_rank, NULL, ranks));
+	unsetenv("MLAP2P_NET_DISABLE");
+}
+
+TEST_F_TIMEOUT(net, four_ranks_four_channels_random, 150)
+{
+	static const int cores[4] = { 0, 1, 2, 3 };
+	static const size_t sizes[] = { 0, 4097 };
+	struct move_arg a = {
+		.channels = 4, .expect_path = MLAP2P_PATH_NET,
+		.sizes = sizes, .nsizes = ARRAY_SIZE(sizes),
+		.random_iters = 60,
+	};
+	struct lt_rank ranks[4];
+
+	setenv("NCCL_P2P_DISABLE", "1", 1);
+	ASSERT_EQ(0, lt_run_threads(4, cores, move_rank, &a, ranks));
+}
+
+/* ---- processes: failures name the peer ---- */
+
+static char helper_path[640];
+
+static int find_helper(void)
+{
+	char self[512];
+	ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+	char *slash;
+
+	if (n <= 0)
+		return -1;
+	self[n] = '\0';
+	slash = strrchr(self, '/');
+	if (!slash)
+		return -1;
+	*slash = '\0';
+	snprintf(helper_path, sizeof(helper_path), "%s/net_helper", self);
+	return access(helper_path, X_OK);
+}
+
+static int free_port(void)
+{
+	struct sockaddr_in a = { .sin_family = AF_INET };
+	socklen_t len = sizeof(a);
+	int s = socket(AF_INET, SOCK_STREAM, 0), port = -1;
+
+	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	if (s >= 0 && !bind(s, (struct sockaddr *)&a, sizeof(a)) &&
+	    !getsockname(s, (struct sockaddr *)&a, &len))
+		port = ntohs(a.sin_port);
+	if (s >= 0)
+		close(s);
+	return port;
+}
+
+/* Start net_helper rank @rank of 2 with "NAME=VALUE" @env, output to @log. */
+static pid_t spawn_rank(int rank, const char *mode, const char *extra,
+			const char *const *env, const char *log)
+{
+	pid_t pid = fork();
+
+	if (pid == 0) {
+		char r[16], c[16];
+		int fd;
+
+		for (; env && *env; env++) {
+			char kv[256], *eq;
+
+			snprintf(kv, sizeof(kv), "%s", *env);
+			eq = strchr(kv, '=');
+			if (eq) {
+				*eq = '\0';
+				setenv(kv, eq + 1, 1);
+			}
+		}
+		fd = open(log, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+		if (fd < 0)
+			_exit(98);
+		dup2(fd, 1);
+		dup2(fd, 2);
+		snprintf(r, sizeof(r), "%d", rank);
+		snprintf(c, sizeof(c), "%d", rank);
+		if (extra)
+			execl(helper_path, helper_path, mode, "--nranks", "2",
+			      "--rank", r, "--core", c, "--bytes", extra,
+			      "--seconds", "60", (char *)NULL);
+		else
+			execl(helper_path, helper_path, mode, "--nranks", "2",
+			      "--rank", r, "--core", c, (char *)NULL);
+		_exit(97);
+	}
+	return pid;
+}
+
+static int log_has(const char *log, const char *what)
+{
+	char line[1024];
+	FILE *f = fopen(log, "r");
+	int found = 0;
+
+	if (!f)
+		return 0;
+	while (!found && fgets(line, sizeof(line), f))
+		found = strstr(line, what) != NULL;
+	fclose(f);
+	return found;
+}
+
+static void log_show(const char *log)
+{
+	char line[1024];
+	FILE *f = fopen(log, "r");
+
+	if (!f)
+		return;
+	while (fgets(line, sizeof(line), f))
+		ksft_print_msg("%s: %s", log, line);
+	fclose(f);
+}
+
+/* Wait for @pid for at most @ms; its exit status, or -1 on timeout. */
+static int wait_for(pid_t pid, int ms)
+{
+	int64_t end = mlap2p_now_ms() + ms;
+	int st;
+
+	while (mlap2p_now_ms() < end) {
+		pid_t r = waitpid(pid, &st, WNOHANG);
+
+		if (r == pid)
+			return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+		usleep(20000);
+	}
+	return -1;
+}
+
+FIXTURE(procs) {
+	char dir[64];
+	char log[2][128];
+	pid_t pid[2];
+	char commId[64];
+};
+
+FIXTURE_SETUP(procs)
+{
+	int port;
+
+	memset(self->pid, 0, sizeof(self->pid));
+	if (find_helper())
+		SKIP(return, "no net_helper next to this test");
+	if (!net_available())
+		SKIP(return, "no libfabric provider");
+	snprintf(self->dir, sizeof(self->dir), "/tmp/net_test.XXXXXX");
+	ASSERT_NE(NULL, mkdtemp(self->dir));
+	snprintf(self->log[0], sizeof(self->log[0]), "%s/rank0", self->dir);
+	snprintf(self->log[1], sizeof(self->log[1]), "%s/rank1", self->dir);
+	port = free_port();
+	ASSERT_LT(0, port);
+	snprintf(self->commId, sizeof(self->commId), "NCCL_COMM_ID=127.0.0.1:%d",
+		 port);
+}
+
+FIXTURE_TEARDOWN(procs)
+{
+	int i;
+
+	for (i = 0; i < 2; i++)
+		if (self->pid[i] > 0) {
+			kill(self->pid[i], SIGKILL);
+			waitpid(self->pid[i], NULL, 0);
+		}
+	for (i = 0; i < 2; i++)
+		unlink(self->log[i]);
+	rmdir(self->dir);
+}
+
+/* Both ranks streaming through NET before we hurt one. */
+static int wait_streaming(const char log[2][128])
+{
+	int64_t end = mlap2p_now_ms() + 30000;
+
+	while (mlap2p_now_ms() < end) {
+		if (log_has(log[0], "streaming") && log_has(log[1], "streaming"))
+			return 0;
+		usleep(20000);
+	}
+	return -1;
+}
+
+/* A peer killed mid-transfer: the survivor fails naming it. */
+TEST_F_TIMEOUT(procs, peer_killed_mid_transfer, 60)
+{
+	const char *env[] = {
+		self->commId, "MLAP2P_RUNTIME=host", "NCCL_P2P_DISABLE=1",
+		"MLAP2P_PEER_TIMEOUT=2s", "NCCL_DEBUG=WARN", NULL,
+	};
+	int st, i;
+
+	for (i = 0; i < 2; i++)
+		self->pid[i] = spawn_rank(i, "stream", "1048576", env,
+					  self->log[i]);
+	if (wait_streaming((const char (*)[128])self->log)) {
+		log_show(self->log[0]);
+		log_show(self->log[1]);
+		ASSERT_TRUE(0);
+	}
+	kill(self->pid[1], SIGKILL);
+	waitpid(self->pid[1], NULL, 0);
+	self->pid[1] = 0;
+	st = wait_for(self->pid[0], 15000);
+	if (st != 3 || !log_has(self->log[0], "rank 1"))
+		log_show(self->log[0]);
+	ASSERT_EQ(3, st);
+	self->pid[0] = 0;
+	EXPECT_TRUE(log_has(self->log[0], "rank 0: error after"));
+	EXPECT_TRUE(log_has(self->log[0], "rank 1"));
+}
+
+/*
+ * A peer that stops (SIGSTOP) is alive by pid, but its proxy falls silent:
+ * the heartbeat timeout must end the wait, naming it.
+ */
+TEST_F_TIMEOUT(procs, silent_peer_times_out, 60)
+{
+	const char *env[] = {
+		self->commId, "MLAP2P_RUNTIME=host", "NCCL_P2P_DISABLE=1",
+		"MLAP2P_PEER_TIMEOUT=2s", "NCCL_DEBUG=WARN", NULL,
+	};
+	int64_t t0;
+	int st, i;
+
+	for (i = 0; i < 2; i++)
+		self->pid[i] = spawn_rank(i, "stream", "65536", env,
+					  self->log[i]);
+	if (wait_streaming((const char (*)[128])self->log)) {
+		log_show(self->log[0]);
+		log_show(self->log[1]);
+		ASSERT_TRUE(0);
+	}
+	kill(self->pid[1], SIGSTOP);
+	t0 = mlap2p_now_ms();
+	st = wait_for(self->pid[0], 20000);
+	ksft_print_msg("rank 0 failed %lld ms after its peer stopped\n",
+		       (long long)(mlap2p_now_ms() - t0));
+	if (st != 3)
+		log_show(self->log[0]);
+	ASSERT_EQ(3, st);
+	self->pid[0] = 0;
+	EXPECT_TRUE(log_has(self->log[0], "the network path to rank 1"));
+	EXPECT_TRUE(log_has(self->log[0], "nothing arrived from it"));
+	EXPECT_TRUE(log_has(self->log[0], "rank 0: error after"));
+	/* 2 s of silence, plus a heartbeat period and the data plane's check. */
+	EXPECT_GT(10000, mlap2p_now_ms() - t0);
+}
+
+/* Two providers that cannot talk: connect fails, naming both. */
+TEST_F_TIMEOUT(procs, provider_mismatch, 60)
+{
+	const char *env0[] = {
+		self->commId, "MLAP2P_RUNTIME=host", "NCCL_P2P_DISABLE=1",
+		"MLAP2P_NET_PROVIDER=tcp", "NCCL_DEBUG=WARN", NULL,
+	};
+	const char *env1[] = {
+		self->commId, "MLAP2P_RUNTIME=host", "NCCL_P2P_DISABLE=1",
+		"MLAP2P_NET_PROVIDER=sockets", "NCCL_DEBUG=WARN", NULL,
+	};
+	int st0, st1;
+
+	self->pid[0] = spawn_rank(0, "ring", NULL, env0, self->log[0]);
+	self->pid[1] = spawn_rank(1, "ring", NULL, env1, self->log[1]);
+	st0 = wait_for(self->pid[0], 40000);
+	st1 = wait_for(self->pid[1], 40000);
+	self->pid[0] = self->pid[1] = 0;
+	if (log_has(self->log[1], "no libfabric provider \"sockets\""))
+		SKIP(return, "no \"sockets\" provider to disagree with");
+	if (!log_has(self->log[0], "share no libfabric provider") &&
+	    !log_has(self->log[1], "share no libfabric provider")) {
+		log_show(self->log[0]);
+		log_show(self->log[1]);
+	}
+	EXPECT_EQ(1, st0);
+	EXPECT_EQ(1, st1);
+	EXPECT_TRUE(log_has(self->log[0], "share no libfabric provider") ||
+		    log_has(self->log[1], "share no libfabric provider"));
+}
+
+TEST_HARNESS_MAIN
