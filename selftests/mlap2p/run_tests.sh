@@ -158,6 +158,7 @@ watchdog() { # number name
 	while [ $i -lt $((tmo + 60)) ]; do
 		sleep 1
 		[ -f "$tmp/done.$1" ] && exit 0
+		[ -d "$tmp" ] || exit 0
 		i=$((i + 1))
 	done
 	echo "not ok $1 $2 # HUNG: still running $((tmo + 60))s after it started"
@@ -189,6 +190,7 @@ while read -r name; do
 	t0=$(date +%s)
 	rm -f "$tmp/rc"
 	watchdog $n "$name" &
+	wd=$!
 	(
 		cd "$dir" || exit 2
 		if [ -x "$name" ]; then
@@ -199,6 +201,8 @@ while read -r name; do
 		echo $? >"$tmp/rc"
 	) | tee "$tmp/out" | indent
 	: >"$tmp/done.$n"
+	kill "$wd" 2>/dev/null
+	wait "$wd" 2>/dev/null
 	rc=$(cat "$tmp/rc" 2>/dev/null || echo 2)
 	secs=$(($(date +%s) - t0))
 
