@@ -36,7 +36,8 @@
 
 /* ---- ranks ---------------------------------------------------------- */
 
-/* A rank body's result when it already aborted its communicator. */
+/* A rank body's result when it already aborted its communicator: GONE,
+ * or GONE + a failure code. */
 #define GONE	1000
 
 struct job;
@@ -78,8 +79,8 @@ static int rank_run(struct job *j, int rank)
 		return 10;
 	}
 	ret = j->fn(j, rank, comm);
-	if (ret == GONE)	/* the body aborted the comm itself */
-		return 0;
+	if (ret >= GONE)	/* the body aborted the comm itself */
+		return ret - GONE;
 	if (ret) {
 		fprintf(stderr, "# rank %d failed (%d): %s\n", rank, ret,
 			mlap2p_last_error());
@@ -607,9 +608,9 @@ static int abort_body(struct job *j, int rank, struct mlap2p_comm *comm)
 	pthread_join(t, NULL);
 	s = (t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) * 1e-9;
 	if (ret != -ECANCELED)
-		return 71;
+		return GONE + 71;
 	if (s > 2)
-		return 72;
+		return GONE + 72;
 	return GONE;	/* the comm is gone */
 }
 
@@ -618,6 +619,64 @@ TEST_F_TIMEOUT(solo, abort_ends_blocked_receive, 180)
 	struct job j = { .n = 2, .cores = { 0, 4 }, .fn = abort_body };
 
 	ASSERT_EQ(0, job_run(&j, 170));
+}
+
+/* ---- SIGUSR1 prints the state of a stuck rank ---------------------------- */
+
+static void *signal_then_abort(void *arg)
+{
+	struct abort_ctx *c = arg;
+
+	usleep(200000);
+	kill(getpid(), SIGUSR1);
+	usleep(200000);
+	mlap2p_comm_abort(c->comm);
+	return NULL;
+}
+
+static int dump_body(struct job *j, int rank, struct mlap2p_comm *comm)
+{
+	int other = !rank, fd, saved, ret;
+	char buf[64], path[] = "/tmp/dp_dump_XXXXXX", out[4096] = "";
+	struct abort_ctx c = { .comm = comm };
+	pthread_t t;
+	ssize_t got;
+
+	(void)j;
+	if (mlap2p_connect_peers(comm, 1, 1, &other, 1, &other))
+		return 90;
+	if (rank == 0) {	/* never sends */
+		usleep(800000);
+		mlap2p_comm_abort(comm);
+		return GONE;
+	}
+	fd = mkstemp(path);
+	if (fd < 0)
+		return 91;
+	unlink(path);
+	saved = dup(STDERR_FILENO);
+	dup2(fd, STDERR_FILENO);
+	pthread_create(&t, NULL, signal_then_abort, &c);
+	ret = mlap2p_recv(comm, buf, sizeof(buf), other);
+	pthread_join(t, NULL);
+	dup2(saved, STDERR_FILENO);
+	got = pread(fd, out, sizeof(out) - 1, 0);
+	close(fd);
+	if (ret != -ECANCELED || got <= 0)
+		return GONE + 92;
+	/* "mlap2p: rank 1 <- 0 ch 0 P2P/IPC: step 0 head 0 tail 0 ... busy: LL 64 B" */
+	if (!strstr(out, "rank 1 <- 0 ch 0") || !strstr(out, "busy: LL 64 B")) {
+		fprintf(stderr, "# dump was:\n%s", out);
+		return GONE + 93;
+	}
+	return GONE;
+}
+
+TEST_F_TIMEOUT(solo, dump_signal_shows_blocked_recv, 60)
+{
+	struct job j = { .n = 2, .cores = { 0, 4 }, .fn = dump_body };
+
+	ASSERT_EQ(0, job_run(&j, 50));
 }
 
 /* ---- NCCL_PROTO restricts the choice ------------------------------------ */
