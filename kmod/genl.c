@@ -25,11 +25,12 @@
  * The cursor alone already makes every object that lives through the
  * whole dump appear exactly once.
  *
- * Locking.  No lock of our own.  State is read through region.c's
- * accessors, which take mlap2p_lock; the region walk callback runs under
- * it and only copies views into the dump's own memory.  The caller's
- * handle tables are read by mlap2p_current_region_ids() before any region
- * call, which keeps the lock order of mlap2p.h.
+ * Locking.  State is read through region.c's accessors, which take
+ * mlap2p_lock; the region walk callback runs under it and only copies
+ * views into the dump's own memory.  The caller's handle tables are read by
+ * mlap2p_current_region_ids() before any region call, which keeps the lock
+ * order of mlap2p.h.  The one lock here, mlap2p_genl_set_lock, is taken
+ * outside all of those.
  */
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
 
@@ -39,6 +40,7 @@
 #include <linux/minmax.h>
 #include <linux/mm.h>
 #include <linux/module.h>
+#include <linux/mutex.h>
 #include <linux/sched.h>
 #include <linux/slab.h>
 #include <linux/sort.h>
@@ -386,35 +388,44 @@ static bool mlap2p_genl_topo_build(struct genl_info *info,
 
 static void mlap2p_genl_notify_topo(void);
 
+/*
+ * Serialises SET_TOPO from reading the current topology to sending the
+ * event, so two requests never merge into the same old topology and the
+ * events go out in generation order.
+ */
+static DEFINE_MUTEX(mlap2p_genl_set_lock);
+
 static int mlap2p_genl_set_topo(struct sk_buff *skb, struct genl_info *info)
 {
 	struct mlap2p_topo base, t;
 	u64 capacity = 0;
 	int ret;
 
+	mutex_lock(&mlap2p_genl_set_lock);
 	if (!mlap2p_genl_topo_build(info, &base, &t)) {
 		NL_SET_ERR_MSG(info->extack, "no topology attribute given");
-		return -EINVAL;
+		ret = -EINVAL;
+		goto out_unlock;
 	}
 	if (mlap2p_topo_validate(&t)) {
 		mlap2p_genl_topo_blame(info, &base, &t);
-		return -EINVAL;
+		ret = -EINVAL;
+		goto out_unlock;
 	}
 	if (info->attrs[MLAP2P_A_CAPACITY])
 		capacity = nla_get_u64(info->attrs[MLAP2P_A_CAPACITY]);
 
 	ret = mlap2p_config_set(&t, capacity);
-	if (ret == -EBUSY) {
+	if (ret == -EBUSY)
 		NL_SET_ERR_MSG(info->extack,
 			       "regions are live; the topology changes only while none exists");
-		return ret;
-	}
-	if (ret) {
+	else if (ret)
 		NL_SET_ERR_MSG(info->extack, "topology or capacity not valid");
-		return ret;
-	}
-	mlap2p_genl_notify_topo();
-	return 0;
+	else
+		mlap2p_genl_notify_topo();
+out_unlock:
+	mutex_unlock(&mlap2p_genl_set_lock);
+	return ret;
 }
 
 /* ------------------------------------------------------------------ */
