@@ -83,12 +83,15 @@ install: install-module install-lib install-tools install-man install-udev \
 	install-modprobe
 
 # The module for a named KVER, built in a copy of its sources in
-# build/kbuild/KVER/ (tools/vm/check builds its lanes there too).
+# build/kbuild/KVER/, under the lock tools/vm/check takes for its lanes
+# there too (several people may share build/).
 module-kver:
 	@test -n "$(KVER_KDIR)" || { echo "mlap2p: no build tree for kernel" \
 		"'$(KVER)' (install linux-headers-$(KVER), or set KDIR)" >&2; exit 1; }
-	@$(TOP)/tools/kmod-src $(B)/kbuild/$(KVER)
-	$(MAKE) -C $(KVER_KDIR) M=$(B)/kbuild/$(KVER) modules
+	@mkdir -p $(B)/kbuild/$(KVER)
+	flock $(B)/kbuild/$(KVER).lock sh -c '$(TOP)/tools/kmod-src \
+		$(B)/kbuild/$(KVER) && $(MAKE) -C $(KVER_KDIR) \
+		M=$(B)/kbuild/$(KVER) modules'
 
 install-module: $(MODULE_TARGET)
 	@test -n "$(KVER)" || { echo "mlap2p: cannot tell the kernel release;" \
