@@ -6,7 +6,7 @@
  *   mlap2p-perf [-t pingpong|sendrecv|all] [-n RANKS] [--threads]
  *               [-b MIN] [-e MAX] [-f FACTOR] [-p auto|LL|LL128|SIMPLE]
  *               [-R] [--cpus 0,1] [--cores 0,1] [-c] [-w WARMUP] [-i ITERS]
- *               [--json FILE]
+ *               [--json FILE] [--netns NS0,NS1 [--hostnames H0,H1]]
  *
  * Ranks are processes (default) or threads of one process.  pingpong sends
  * a message from rank 0 to its ring neighbour and back; the figure is the
@@ -14,6 +14,12 @@
  * its ring successor and receive from its predecessor at once (a group);
  * the figure is the time per exchange.  algbw = bytes / time; for both
  * tests busbw = algbw (as nccl-tests' sendrecv).
+ *
+ * Emulated hosts (the NET transport, docs/net.md): --netns puts rank i in
+ * network namespace LIST[i % len] (`ip netns` names) and --hostnames gives
+ * it a UTS namespace named LIST[i % len], so ranks on different "hosts"
+ * connect through NET.  Set NCCL_COMM_ID to an address in rank 0's
+ * namespace: rank 0 hosts the bootstrap root there.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -30,6 +36,7 @@
 #include <strings.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -57,6 +64,8 @@ struct opts {
 	int ncores, cores[MAX_RANKS];
 	int channels;
 	const char *json;
+	int nnetns, nhosts;		/* emulated hosts (--netns, --hostnames) */
+	char *netns[MAX_RANKS], *hosts[MAX_RANKS];
 };
 
 /* One result row, written by rank 0. */
@@ -145,6 +154,44 @@ static int parse_list(const char *s, int *out, int max)
 		s = *end ? end + 1 : end;
 	}
 	return n;
+}
+
+/* "a,b,c" -> strings (the argument is kept and cut in place). */
+static int parse_names(char *s, char **out, int max)
+{
+	int n = 0;
+	char *save = NULL, *tok;
+
+	for (tok = strtok_r(s, ",", &save); tok && n < max;
+	     tok = strtok_r(NULL, ",", &save))
+		out[n++] = tok;
+	if (!n)
+		die("bad list '%s'", s);
+	return n;
+}
+
+/* Move this rank process onto its emulated host (--netns, --hostnames). */
+static void enter_host(int rank)
+{
+	if (o.nnetns) {
+		const char *ns = o.netns[rank % o.nnetns];
+		char path[256];
+		int fd;
+
+		snprintf(path, sizeof(path), "/run/netns/%s", ns);
+		fd = open(path, O_RDONLY | O_CLOEXEC);
+		if (fd < 0 || setns(fd, CLONE_NEWNET))
+			die("rank %d: cannot enter network namespace %s: %s",
+			    rank, ns, strerror(errno));
+		close(fd);
+	}
+	if (o.nhosts) {
+		const char *h = o.hosts[rank % o.nhosts];
+
+		if (unshare(CLONE_NEWUTS) || sethostname(h, strlen(h)))
+			die("rank %d: cannot become host %s: %s", rank, h,
+			    strerror(errno));
+	}
 }
 
 /* ---- data ---- */
@@ -385,6 +432,7 @@ static int rank_main(int rank)
 	int prev, next, core, peer0, ret;
 	int order[MAX_RANKS];
 
+	enter_host(rank);
 	if (o.ncpus) {
 		cpu_set_t set;
 
@@ -501,10 +549,11 @@ static int write_json(const char *path)
 	if (!f)
 		return -errno;
 	fprintf(f, "{\n  \"ranks\": %d,\n  \"mode\": \"%s\",\n  \"runtime\": \"%s\",\n"
-		"  \"registered\": %s,\n  \"buff_sizes\": [%d, %d, %d],\n"
+		"  \"registered\": %s,\n  \"checked\": %s,\n  \"buff_sizes\": [%d, %d, %d],\n"
 		"  \"dev_mem_per_conn\": %lld,\n  \"results\": [\n",
 		o.nranks, o.threads ? "threads" : "processes", sh->runtime,
-		o.registered ? "true" : "false", sh->buffSizes[0],
+		o.registered ? "true" : "false", o.check ? "true" : "false",
+		sh->buffSizes[0],
 		sh->buffSizes[1], sh->buffSizes[2],
 		sh->devBefore >= 0 && sh->nconns ?
 		(sh->devAfter - sh->devBefore) / sh->nconns : -1LL);
@@ -542,6 +591,9 @@ static void usage(FILE *f)
 "  -w, --warmup N        warm-up iterations per size (default 5)\n"
 "  -i, --iters N         timed iterations per size (default: ~256 MiB, 20..20000)\n"
 "      --json FILE       also write the results as JSON\n"
+"      --netns LIST      rank i runs in network namespace LIST[i %% len]\n"
+"      --hostnames LIST  ... and in a UTS namespace named LIST[i %% len]\n"
+"                        (emulated hosts; set NCCL_COMM_ID in rank 0's)\n"
 "  -h, --help\n");
 }
 
@@ -556,6 +608,7 @@ static void parse(int argc, char **argv)
 		{ "channels", 1, NULL, 'C' }, { "check", 0, NULL, 'c' },
 		{ "warmup", 1, NULL, 'w' }, { "iters", 1, NULL, 'i' },
 		{ "json", 1, NULL, 'J' }, { "help", 0, NULL, 'h' },
+		{ "netns", 1, NULL, 'N' }, { "hostnames", 1, NULL, 'H' },
 		{ NULL, 0, NULL, 0 },
 	};
 	int c;
@@ -605,6 +658,8 @@ static void parse(int argc, char **argv)
 		case 'w': o.warmup = atoi(optarg); break;
 		case 'i': o.iters = atoi(optarg); break;
 		case 'J': o.json = optarg; break;
+		case 'N': o.nnetns = parse_names(optarg, o.netns, MAX_RANKS); break;
+		case 'H': o.nhosts = parse_names(optarg, o.hosts, MAX_RANKS); break;
 		case 'h': usage(stdout); exit(0);
 		default: usage(stderr); exit(2);
 		}
@@ -615,6 +670,8 @@ static void parse(int argc, char **argv)
 	}
 	if (o.nranks < 2 || o.nranks > MAX_RANKS)
 		die("--nranks must be 2..%d", MAX_RANKS);
+	if (o.threads && (o.nnetns || o.nhosts))
+		die("--netns and --hostnames need ranks as processes");
 	if (o.minBytes > o.maxBytes || o.factor < 1 || o.channels < 1 ||
 	    o.warmup < 0 || o.iters < 0)
 		die("bad sizes, factor, channels or iteration counts");
@@ -683,7 +740,8 @@ int main(int argc, char **argv)
 	       sh->runtime,
 	       sh->path == MLAP2P_PATH_DIRECT ? "P2P/direct pointer" :
 	       sh->path == MLAP2P_PATH_IPC ? "P2P/IPC" :
-	       sh->path == MLAP2P_PATH_INDIRECT ? "P2P/indirect" : "?",
+	       sh->path == MLAP2P_PATH_INDIRECT ? "P2P/indirect" :
+	       sh->path == MLAP2P_PATH_NET ? "NET" : "?",
 	       sh->read ? "/read" : "", sh->buffSizes[0], sh->buffSizes[1],
 	       sh->buffSizes[2]);
 	if (sh->devBefore >= 0 && sh->nconns)
