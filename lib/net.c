@@ -427,6 +427,7 @@ enum net_req_kind {
 struct net_req {
 	struct fi_context2 ctx;
 	struct net_req *next;		/* free list */
+	struct net_req *allNext;	/* every request, freed at close */
 	struct ncclProxyArgs *args;
 	uint64_t step;
 	int kind;
@@ -475,6 +476,7 @@ struct net_comm {
 	struct ncclProxyArgs *conns;	/* progressed by the proxy */
 	struct ncclProxyArgs *all;	/* every connection, freed at close */
 	struct net_req *freeReqs;
+	struct net_req *allReqs;	/* in flight at close are freed too */
 	struct net_req hb[NET_HB_RECVS];
 	uint64_t hbBuf[NET_HB_RECVS];
 	uint64_t hbOut;
@@ -585,8 +587,8 @@ static void net_comm_release(struct net_comm *nc)
 	net_close_fid(nc->fabric ? &nc->fabric->fid : NULL);
 	if (nc->info)
 		net_ofi.freeinfo(nc->info);
-	while ((r = nc->freeReqs)) {
-		nc->freeReqs = r->next;
+	while ((r = nc->allReqs)) {
+		nc->allReqs = r->allNext;
 		free(r);
 	}
 	free(nc->peers);
@@ -763,13 +765,19 @@ static ncclResult_t netAllocRequest(struct ncclComm *comm, void **request)
 	if (!nc)
 		return ncclInternalError;
 	r = nc->freeReqs;
-	if (r)
+	if (r) {
 		nc->freeReqs = r->next;
-	else
+	} else {
 		r = malloc(sizeof(*r));
-	if (!r)
-		return ncclSystemError;
-	memset(r, 0, sizeof(*r));
+		if (!r)
+			return ncclSystemError;
+		r->allNext = nc->allReqs;
+		nc->allReqs = r;
+	}
+	memset(r, 0, offsetof(struct net_req, allNext));
+	r->args = NULL;
+	r->step = 0;
+	r->kind = 0;
 	*request = r;
 	return ncclSuccess;
 }
@@ -781,10 +789,8 @@ static ncclResult_t netFreeRequest(struct ncclComm *comm, void *request)
 
 	if (!r)
 		return ncclSuccess;
-	if (!nc) {
-		free(r);
-		return ncclInternalError;
-	}
+	if (!nc)
+		return ncclInternalError;	/* freed with its state */
 	r->next = nc->freeReqs;
 	nc->freeReqs = r;
 	return ncclSuccess;
@@ -890,10 +896,12 @@ static void net_ll_scrub(struct ncclProxyArgs *a, uint64_t s)
 /*
  * What step @s is, once the data plane posted it.  The sender announces
  * every step's size in sizesFifo before its data (SIMPLE: before tail;
- * LL, LL128: before the lines).  Line 0's flag says LL or LL128; a step
- * whose slot flags do not match is SIMPLE once tail has passed it (tail
- * passing s also means every line of earlier steps is visible, since the
- * sender writes steps in order).  0 = not yet, 1 = ready (@proto, @buf,
+ * LL, LL128: before the lines).  Line 0's flag says LL or LL128 (then the
+ * announced size says where the step ends); a step whose flags do not
+ * match is SIMPLE once tail has passed it (tail passing s also means every
+ * line of earlier steps is visible, since the sender writes steps in
+ * order).  sizesFifo is read only after an acquire that orders it: SIMPLE
+ * writes it with a plain store.  0 = not yet, 1 = ready (@proto, @buf,
  * @len), -errno.
  */
 static int net_send_ready(struct ncclProxyArgs *a, uint64_t s, int *proto,
@@ -907,13 +915,13 @@ static int net_send_ready(struct ncclProxyArgs *a, uint64_t s, int *proto,
 	int n;
 
 	tail = __atomic_load_n(&a->recvMem->tail, __ATOMIC_ACQUIRE);
-	n = __atomic_load_n(&sizes[slot], __ATOMIC_ACQUIRE);
-	if (n < 0)
-		return tail > s ? -EPROTO : 0;
 	if (a->payload[NCCL_PROTO_LL]) {
 		line = (const uint64_t *)net_slot(a, NCCL_PROTO_LL, s);
 		if ((uint32_t)(__atomic_load_n(&line[0], __ATOMIC_ACQUIRE) >> 32) ==
 		    (uint32_t)(s + 1)) {
+			n = __atomic_load_n(&sizes[slot], __ATOMIC_ACQUIRE);
+			if (n < 0)
+				return 0;	/* the announcement is on its way */
 			*proto = NCCL_PROTO_LL;
 			*buf = out;
 			return net_ll_gather(a, s, (size_t)n, out, len);
@@ -922,6 +930,9 @@ static int net_send_ready(struct ncclProxyArgs *a, uint64_t s, int *proto,
 	if (a->payload[NCCL_PROTO_LL128]) {
 		line = (const uint64_t *)net_slot(a, NCCL_PROTO_LL128, s);
 		if (__atomic_load_n(&line[15], __ATOMIC_ACQUIRE) == s + 1) {
+			n = __atomic_load_n(&sizes[slot], __ATOMIC_ACQUIRE);
+			if (n < 0)
+				return 0;
 			*proto = NCCL_PROTO_LL128;
 			*buf = out;
 			return net_ll128_gather(a, s, (size_t)n, out, len);
@@ -929,7 +940,9 @@ static int net_send_ready(struct ncclProxyArgs *a, uint64_t s, int *proto,
 	}
 	if (tail <= s)
 		return 0;
-	if ((size_t)n > a->slot[NCCL_PROTO_SIMPLE] || !a->slot[NCCL_PROTO_SIMPLE])
+	n = __atomic_load_n(&sizes[slot], __ATOMIC_RELAXED);
+	if (n < 0 || (size_t)n > a->slot[NCCL_PROTO_SIMPLE] ||
+	    !a->slot[NCCL_PROTO_SIMPLE])
 		return -EPROTO;
 	*proto = NCCL_PROTO_SIMPLE;
 	*buf = net_slot(a, NCCL_PROTO_SIMPLE, s);
