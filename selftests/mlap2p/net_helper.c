@@ -120,7 +120,7 @@ static int run_ring(struct mlap2p_comm *comm, const struct opts *o, int prev,
 	rbuf = malloc(max ? max : 1);
 	if (!sbuf || !rbuf) {
 		fprintf(stderr, "rank %d: out of memory\n", o->rank);
-		return 1;
+		goto fail;
 	}
 	for (p = MLAP2P_PROTO_LL; p <= MLAP2P_PROTO_SIMPLE; p++) {
 		if (!(o->protos & (1U << p)))
@@ -129,7 +129,7 @@ static int run_ring(struct mlap2p_comm *comm, const struct opts *o, int prev,
 		if (ret) {
 			fprintf(stderr, "rank %d: set_proto %s: %s\n", o->rank,
 				mlap2p_proto_name(p), mlap2p_strerror(ret));
-			return 1;
+			goto fail;
 		}
 		for (s = 0; s < o->nsizes; s++) {
 			size_t n = o->sizes[s];
@@ -145,7 +145,7 @@ static int run_ring(struct mlap2p_comm *comm, const struct opts *o, int prev,
 						o->rank, mlap2p_proto_name(p), n,
 						mlap2p_strerror(ret),
 						mlap2p_last_error());
-					return 1;
+					goto fail;
 				}
 				bad = check(rbuf, prev, n, it);
 				if (bad >= 0) {
@@ -153,7 +153,7 @@ static int run_ring(struct mlap2p_comm *comm, const struct opts *o, int prev,
 						o->rank, mlap2p_proto_name(p), n,
 						prev, bad, rbuf[bad],
 						pattern(prev, (size_t)bad, n, it));
-					return 1;
+					goto fail;
 				}
 			}
 			printf("rank %d: ok %s %zu\n", o->rank,
@@ -163,6 +163,10 @@ static int run_ring(struct mlap2p_comm *comm, const struct opts *o, int prev,
 	free(sbuf);
 	free(rbuf);
 	return 0;
+fail:
+	free(sbuf);
+	free(rbuf);
+	return 1;
 }
 
 static int run_stream(struct mlap2p_comm *comm, const struct opts *o, int prev,
@@ -171,10 +175,10 @@ static int run_stream(struct mlap2p_comm *comm, const struct opts *o, int prev,
 	unsigned char *sbuf = malloc(o->bytes), *rbuf = malloc(o->bytes);
 	time_t end = time(NULL) + o->seconds;
 	long iters = 0;
-	int ret;
+	int ret, rc = 1;
 
 	if (!sbuf || !rbuf)
-		return 1;
+		goto out;
 	fill(sbuf, o->rank, o->bytes, 0);
 	while (time(NULL) < end) {
 		ret = exchange(comm, sbuf, rbuf, o->bytes, prev, next);
@@ -183,12 +187,13 @@ static int run_stream(struct mlap2p_comm *comm, const struct opts *o, int prev,
 			       o->rank, iters, mlap2p_strerror(ret),
 			       mlap2p_last_error());
 			fflush(stdout);
-			return 3;
+			rc = 3;
+			goto out;
 		}
 		if (check(rbuf, prev, o->bytes, 0) >= 0) {
 			printf("rank %d: wrong bytes from rank %d\n", o->rank,
 			       prev);
-			return 1;
+			goto out;
 		}
 		if (++iters == 3) {
 			printf("rank %d: streaming\n", o->rank);
@@ -197,7 +202,10 @@ static int run_stream(struct mlap2p_comm *comm, const struct opts *o, int prev,
 	}
 	printf("rank %d: no error in %d s (%ld exchanges)\n", o->rank,
 	       o->seconds, iters);
-	return 1;
+out:
+	free(sbuf);
+	free(rbuf);
+	return rc;
 }
 
 static int parse_list(const char *s, size_t *out, int max)
