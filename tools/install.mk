@@ -56,11 +56,12 @@ kver_given := 1
 endif
 
 ifdef kver_given
-# A named kernel: its own build directory and build tree (an explicit
-# KDIR= wins).
-KVER_KDIR := $(if $(filter command line environment,$(origin KDIR)),$(KDIR),$(firstword \
-	$(wildcard /lib/modules/$(KVER)/build/Makefile /usr/src/linux-headers-$(KVER)/Makefile)))
-KVER_KDIR := $(patsubst %/Makefile,%,$(KVER_KDIR))
+# A named kernel: its own build directory, and KDIR when KDIR is that
+# release's tree (KDIR is exported to sub-makes, so its origin says
+# nothing), else the release's installed headers.
+KVER_KDIR := $(if $(filter $(KVER),$(kdir_release)),$(KDIR),$(patsubst %/Makefile,%,\
+	$(firstword $(wildcard /lib/modules/$(KVER)/build/Makefile \
+			       /usr/src/linux-headers-$(KVER)/Makefile))))
 MODULE_KO = $(B)/kbuild/$(KVER)/mlap2p.ko
 MODULE_TARGET = module-kver
 else
