@@ -9,7 +9,8 @@
 #   make dkms-install   the module through DKMS (/usr/src/mlap2p-<version>),
 #                       loaded when KVER is the running kernel
 #   make dkms-remove    undo dkms-install, for every kernel
-#   make check-man      every page in docs/ renders without a warning
+#   make check-man      every page in docs/ renders without a warning, and
+#                       libmlap2p(3) names every variable lib/ reads
 #   make check-install  make install into a fresh root, then in the VM
 #                       modprobe -d from it and the selftests on it
 #   make check-dkms     dkms-install for the VM's kernel, then the
@@ -181,6 +182,7 @@ dkms-remove:
 
 check-man:
 	$(TOP)/tools/check-man $(MANPAGES)
+	$(TOP)/tools/check-man --env $(TOP)/docs/libmlap2p.3 $(wildcard $(TOP)/lib/*.c)
 
 check-install: deps all
 	$(TOP)/tools/install-check install $(if $(kver_given),$(KVER))
