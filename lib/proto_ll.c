@@ -44,6 +44,20 @@ static inline uint64_t *ll_slot(const struct mlap2p_link *link, uint64_t step)
 			    (step % NCCL_STEPS) * lines * MLAP2P_LL_LINE);
 }
 
+/*
+ * The receiver reads in groups of LL_AHEAD lines (four 64-byte cache
+ * lines) and first waits for the group's last line.  Polling right behind
+ * a writer that is still filling the same cache lines makes every line
+ * cross twice; staying a group behind lets each cache line cross once.
+ */
+#define LL_AHEAD	16
+
+static inline int ll_ready(const uint64_t *line, size_t i, uint32_t flag)
+{
+	return (uint32_t)(__atomic_load_n(&line[2 * i + 1], __ATOMIC_RELAXED) >> 32) == flag &&
+	       (uint32_t)(__atomic_load_n(&line[2 * i], __ATOMIC_RELAXED) >> 32) == flag;
+}
+
 static inline void ll_store(uint64_t *line, uint64_t v, uint32_t flag)
 {
 	uint64_t f = (uint64_t)flag << 32;
@@ -164,11 +178,17 @@ static int ll_recv(struct mlap2p_op *op)
 			continue;
 		}
 		for (i = op->line; i < lines; i++) {
-			uint64_t lo = __atomic_load_n(&line[2 * i], __ATOMIC_RELAXED);
-			uint64_t hi = __atomic_load_n(&line[2 * i + 1], __ATOMIC_RELAXED);
+			uint64_t lo, hi, v;
 			size_t at = i * MLAP2P_LL_PAYLOAD;
-			uint64_t v;
 
+			if (!(i % LL_AHEAD) && i + 1 < lines &&
+			    !ll_ready(line, mlap2p_min(i + LL_AHEAD, lines) - 1, flag)) {
+				moved |= i > op->line;
+				op->line = i;
+				return moved ? MLAP2P_OP_MOVED : MLAP2P_OP_IDLE;
+			}
+			lo = __atomic_load_n(&line[2 * i], __ATOMIC_RELAXED);
+			hi = __atomic_load_n(&line[2 * i + 1], __ATOMIC_RELAXED);
 			if ((uint32_t)(lo >> 32) != flag ||
 			    (uint32_t)(hi >> 32) != flag) {
 				moved |= i > op->line;

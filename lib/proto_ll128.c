@@ -16,6 +16,11 @@
 
 #include "proto.h"
 
+/* Read in groups of LL128_AHEAD lines, waiting for the group's last flag
+ * first, so the reader does not pull cache lines the writer is still
+ * filling (see LL_AHEAD in proto_ll.c). */
+#define LL128_AHEAD	4
+
 static inline size_t ll128_slot_lines(const struct mlap2p_link *link)
 {
 	return link->buffSizes[NCCL_PROTO_LL128] / NCCL_STEPS / MLAP2P_LL128_LINE;
@@ -109,6 +114,19 @@ static int ll128_recv(struct mlap2p_op *op)
 			const uint64_t *line = base + i * (MLAP2P_LL128_LINE / sizeof(*line));
 			size_t at = i * MLAP2P_LL128_PAYLOAD;
 
+			if (!(i % LL128_AHEAD) && i + 1 < lines) {
+				size_t last = mlap2p_min(i + LL128_AHEAD, lines) - 1;
+				const uint64_t *probe = base + last *
+					(MLAP2P_LL128_LINE / sizeof(*probe));
+
+				if (__atomic_load_n(&probe[MLAP2P_LL128_FLAG_WORD],
+						    __ATOMIC_RELAXED) != s + 1) {
+					moved |= i > op->line;
+					op->line = i;
+					return moved ? MLAP2P_OP_MOVED :
+						       MLAP2P_OP_IDLE;
+				}
+			}
 			if (__atomic_load_n(&line[MLAP2P_LL128_FLAG_WORD],
 					    __ATOMIC_ACQUIRE) != s + 1) {
 				moved |= i > op->line;
