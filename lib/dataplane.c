@@ -26,6 +26,7 @@
 
 #include "internal.h"
 #include "mlap2p/dataplane.h"
+#include "net.h"
 #include "proto.h"
 
 /* Defaults; docs/performance.md has the measurements behind them. */
@@ -546,7 +547,14 @@ static int dp_progress(struct dp *dp)
 	dp->pass++;
 	while (*pk) {
 		struct dp_link *k = *pk;
-		int ret = mlap2p_op_progress(k->qhead);
+		int ret;
+
+		/* NET: move the link's steps here rather than wait for the
+		 * proxy thread (lib/net.c); P2P links have no proxy. */
+		if (k->conn->mode == MLAP2P_CONN_NET &&
+		    mlap2p_net_progress(&k->conn->c) > 0)
+			moved = 1;
+		ret = mlap2p_op_progress(k->qhead);
 
 		if (ret == MLAP2P_OP_DONE) {
 			dp_complete(k, 0);

@@ -483,6 +483,7 @@ struct net_comm {
 
 	pthread_t thread;
 	int threadStarted;
+	unsigned int helps;		/* mlap2p_net_progress() calls */
 	int stop;
 	long timeoutMs;			/* 0: no liveness checks */
 	long hbEveryMs;
@@ -1309,11 +1310,54 @@ static int net_poll_cq(struct net_comm *nc)
 	return 1;
 }
 
+/*
+ * One proxy pass for the communicator of NET connector @c, from a thread
+ * that waits on it (the data plane's wait loop): the rank that waits for a
+ * step moves it itself instead of handing over to the proxy thread, which
+ * costs a context switch whenever ranks and proxies share cores.  Only if
+ * the proxy lock is free; > 0 if something moved.
+ */
+int mlap2p_net_progress(struct ncclConnector *c)
+{
+	struct ncclProxyArgs *a = c->proxyAppend, *b;
+	struct net_comm *nc, *saved = net_tls;
+	int moved;
+
+	if (!a || !a->nc || !a->active)
+		return 0;
+	nc = a->nc;
+	__atomic_add_fetch(&nc->helps, 1, __ATOMIC_RELAXED);
+	if (pthread_mutex_trylock(&nc->lock))
+		return 0;
+	net_tls = nc;
+	moved = net_poll_cq(nc);
+	for (b = nc->conns; b; b = b->next) {
+		b->connector->transportComm->proxy(b);
+		moved |= b->moved;
+	}
+	net_tls = saved;
+	pthread_mutex_unlock(&nc->lock);
+	return moved;
+}
+
+/*
+ * Idle policy.  Nothing tells the proxy that the data plane posted a step
+ * (it only writes the FIFO), so it polls: tight for NET_SPIN_POLLS passes,
+ * then yielding the CPU (ranks and proxies may outnumber cores) for
+ * NET_YIELD_MS, then napping, longer once a communicator has been idle for
+ * NET_NAP_MS.  A busy stream never leaves the first two phases.  While a
+ * rank waits on NET it runs the passes itself (mlap2p_net_progress), so
+ * then the proxy thread naps and leaves it the CPU.
+ */
+#define NET_SPIN_POLLS		16
+#define NET_YIELD_MS		20
+#define NET_NAP_MS		1000
+
 static void *net_proxy_main(void *arg)
 {
 	struct net_comm *nc = arg;
-	unsigned int idle = 0;
-	int64_t now, nextTick = 0;
+	unsigned int idle = 0, helps = 0;
+	int64_t now, nextTick = 0, idleSince = 0;
 
 	net_tls = nc;
 	mlap2p_log_set_core(nc->comm->cudaDev);
@@ -1340,14 +1384,26 @@ static void *net_proxy_main(void *arg)
 		}
 		/* Idle (or wanted): let others in, then back off. */
 		pthread_mutex_unlock(&nc->lock);
-		if (idle < 1024) {
-			mlap2p_cpu_relax();
-		} else if (idle < 200000) {
-			sched_yield();
-		} else {
-			struct timespec ts = { 0, 50 * 1000 };
+		if (idle == 1)
+			idleSince = mlap2p_now_ms();
+		if (helps != __atomic_load_n(&nc->helps, __ATOMIC_RELAXED)) {
+			struct timespec ts = { 0, 50000 };
 
+			/* a rank is polling for us: keep out of its way */
+			helps = __atomic_load_n(&nc->helps, __ATOMIC_RELAXED);
 			nanosleep(&ts, NULL);
+		} else if (idle < NET_SPIN_POLLS) {
+			mlap2p_cpu_relax();
+		} else {
+			int64_t quiet = mlap2p_now_ms() - idleSince;
+			struct timespec ts = { 0, 0 };
+
+			if (quiet < NET_YIELD_MS) {
+				sched_yield();
+			} else {
+				ts.tv_nsec = quiet < NET_NAP_MS ? 50000 : 1000000;
+				nanosleep(&ts, NULL);
+			}
 		}
 		while (__atomic_load_n(&nc->want, __ATOMIC_ACQUIRE))
 			sched_yield();

@@ -34,4 +34,15 @@ struct ncclComm;
  */
 int mlap2p_net_peer_alive(struct ncclComm *comm, int rank);
 
+struct ncclConnector;
+
+/*
+ * One pass of the NET proxy for the communicator of connector @c, called
+ * by a rank waiting on a NET connection (the data plane's wait loop), so
+ * the waiting thread moves its own steps instead of handing them to the
+ * proxy thread.  Skips (0) while the proxy thread is busy; > 0 if anything
+ * moved.  @c must be a connected NET connector.
+ */
+int mlap2p_net_progress(struct ncclConnector *c);
+
 #endif /* MLAP2P_NET_H */
