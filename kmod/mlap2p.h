@@ -262,8 +262,12 @@ int mlap2p_current_region_ids(u64 **ids, unsigned int *nr);
 /*
  * genl.c: the generic netlink family.  init returns -EOPNOTSUPP when the
  * family is not built in (the module then runs without it).  notify is
- * called in process context without any mlap2p lock held, with @r
- * referenced; cmd is an MLAP2P_CMD_EVENT_REGION_* value.
+ * called in process context of the acting process, without any mlap2p
+ * lock held, with @r referenced; cmd is an MLAP2P_CMD_EVENT_REGION_*
+ * value: NEW after MEM_ALLOC, EXPORT after IPC_GET_HANDLE, OPEN and CLOSE
+ * for imported handles, FREE when the owner handle goes (MEM_FREE or the
+ * owner's file released; by then the view's owner_pid is 0, and the
+ * region may live on for importers and mappings).
  */
 int mlap2p_genl_init(void);
 void mlap2p_genl_exit(void);
