@@ -56,14 +56,16 @@ def mpi(prefix):
 
 
 def ucx(pattern, field):
+    """ucx_perftest -f prints one row: iterations, latency 50%ile, average,
+    overall (usec), bandwidth average, overall (MB/s), message rates."""
     vals = []
     for f in files(pattern):
         for line in open(f):
-            if line.strip().startswith("Final:"):
-                p = line.split()
+            p = line.replace("Final:", "").split()
+            if len(p) == 8:
                 try:
                     vals.append(float(p[field]))
-                except (IndexError, ValueError):
+                except ValueError:
                     pass
     return vals
 
@@ -79,8 +81,8 @@ un = perf("mlap2p")
 reg = perf("mlap2p-reg")
 vader = mpi("vader")
 vader2 = mpi("vader-2copy")
-ucx_lat = ucx("ucx-lat.*.txt", 3)     # typical latency, usec
-ucx_bw = ucx("ucx-bw.*.txt", 6)       # overall bandwidth, MB/s
+ucx_lat = ucx("ucx-lat.*.txt", 1)     # median latency, usec
+ucx_bw = ucx("ucx-bw.*.txt", 5)       # overall bandwidth, MB/s
 
 sizes = sorted({b for (t, b) in un})
 big = max(sizes) if sizes else 0
