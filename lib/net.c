@@ -471,6 +471,9 @@ struct net_comm {
 	int provKey;			/* FI_MR_PROV_KEY */
 	uint64_t nextKey;
 	size_t iovLimit;
+	size_t rxSize;			/* receives the endpoint can hold */
+	int recvConns;			/* receive connections on @conns */
+	int rxDepth;			/* receives each may keep posted */
 
 	struct net_peer *peers;		/* nRanks */
 	struct ncclProxyArgs *conns;	/* progressed by the proxy */
@@ -624,6 +627,7 @@ static int net_comm_open(struct net_comm *nc)
 	nc->mrLocal = !!(info->domain_attr->mr_mode & FI_MR_LOCAL);
 	nc->provKey = !!(info->domain_attr->mr_mode & FI_MR_PROV_KEY);
 	nc->iovLimit = info->rx_attr->iov_limit;
+	nc->rxSize = info->rx_attr->size;
 	cqAttr.size = info->tx_attr->size + info->rx_attr->size;
 
 	ret = net_errno(net_ofi.fabric(info->fabric_attr, &nc->fabric, NULL));
@@ -1133,7 +1137,7 @@ static ncclResult_t netRecvProxy(struct ncclProxyArgs *a)
 		return ncclSuccess;
 	head = __atomic_load_n(&a->sendMem->head, __ATOMIC_ACQUIRE);
 	while (a->posted < head + NCCL_STEPS &&
-	       a->posted < a->done + NCCL_STEPS) {
+	       a->posted < a->done + (uint64_t)nc->rxDepth) {
 		uint64_t s = a->posted;
 		uint64_t tag = a->tagBase | NET_TAG(0, 0, 0, 0, s);
 		void *desc[2] = { a->desc, a->desc };
@@ -1638,6 +1642,25 @@ static int net_alloc(struct ncclComm *comm, struct ncclProxyArgs *a)
 	return 0;
 }
 
+/*
+ * How many receives each receive connection keeps posted: NCCL_STEPS when
+ * the endpoint's receive queue holds them all, fewer (at least one, so
+ * every connection can always make progress) when many connections share
+ * it.  @nc->lock held.
+ */
+static void net_rx_depth(struct net_comm *nc, int delta)
+{
+	size_t room = nc->rxSize > 2 * NET_HB_RECVS ?
+		      nc->rxSize - 2 * NET_HB_RECVS : 1;
+
+	nc->recvConns += delta;
+	nc->rxDepth = nc->recvConns > 0 ? (int)(room / (size_t)nc->recvConns) : NCCL_STEPS;
+	if (nc->rxDepth > NCCL_STEPS)
+		nc->rxDepth = NCCL_STEPS;
+	if (nc->rxDepth < 1)
+		nc->rxDepth = 1;
+}
+
 /* Make the peer addressable; @nc->lock held. */
 static int net_peer_insert(struct ncclComm *comm, struct net_comm *nc,
 			   int peer, const struct netConnectInfo *info)
@@ -1719,6 +1742,8 @@ static ncclResult_t netConnect(struct ncclComm *comm,
 	}
 	if (!ret) {
 		nc->peers[a->peer].conns++;
+		if (!a->send)
+			net_rx_depth(nc, 1);
 		a->active = 1;
 		a->next = nc->conns;
 		nc->conns = a;
@@ -1754,6 +1779,8 @@ static ncclResult_t netFree(void *resources)
 			*pa = a->next;
 		a->active = 0;
 		nc->peers[a->peer].conns--;
+		if (!a->send)
+			net_rx_depth(nc, -1);
 	} else {
 		/* never connected: not on nc->all, nothing registered */
 		net_unlock(nc);
