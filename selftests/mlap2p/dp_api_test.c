@@ -664,8 +664,10 @@ static int dump_body(struct job *j, int rank, struct mlap2p_comm *comm)
 	close(fd);
 	if (ret != -ECANCELED || got <= 0)
 		return GONE + 92;
-	/* "mlap2p: rank 1 <- 0 ch 0 P2P/IPC: step 0 head 0 tail 0 ... busy: LL 64 B" */
-	if (!strstr(out, "rank 1 <- 0 ch 0") || !strstr(out, "busy: LL 64 B")) {
+	/* "mlap2p: rank 1 <- 0 ch 0 P2P/IPC: step 0 head 0 tail 0 ...
+	 *  | busy: LL128 64 B at step 0, 0 B moved" (protocol by size) */
+	if (!strstr(out, "rank 1 <- 0 ch 0") || !strstr(out, " head ") ||
+	    !strstr(out, "busy: ") || !strstr(out, " 64 B at step 0")) {
 		fprintf(stderr, "# dump was:\n%s", out);
 		return GONE + 93;
 	}
