@@ -77,6 +77,7 @@ for f in files("ring2copy.*.txt"):
     for v in grab(os.path.basename(f), "ring2copy_gbps"):
         ring[m.group(1)] = max(ring.get(m.group(1), 0), v)
 ring_uni = max(grab("ring2copy-uni.*.txt", "ring2copy_gbps") or [0])
+mcpy = max(grab("memcpy.*.txt", "memcpy_gbps") or [0])
 un = perf("mlap2p")
 reg = perf("mlap2p-reg")
 vader = mpi("vader")
@@ -104,6 +105,8 @@ for k in sorted(ring):
           (k, big >> 20, ring[k]))
 if ring_uni:
     print("two-copy ring, one way, best chunk:  %8.2f GB/s" % ring_uni)
+if mcpy:
+    print("one core's memcpy, same size:        %8.2f GB/s" % mcpy)
 if vader:
     print("Open MPI vader 8 B one-way:          %8.1f ns" %
           (vader.get(("pingpong", 8), 0) * 1e3))
@@ -168,6 +171,9 @@ if ("pingpong", big) in un and ("pingpong", big) in reg:
     r = reg[("pingpong", big)]["algbw_gbps"]
     print("%d MiB one way   registered %.2f GB/s = %.2fx unregistered" %
           (big >> 20, r, r / a))
+    if mcpy:
+        print("   one core's memcpy moves %.2f GB/s: single copy one way is %.2fx of it,"
+              " two copies %.2fx" % (mcpy, r / mcpy, a / mcpy))
 if worst_vader:
     print("slowest size vs Open MPI vader: %d B at %.2fx vader's latency (target <= 1x): %s" %
           (worst_vader[1], worst_vader[0],
