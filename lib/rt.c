@@ -236,6 +236,74 @@ void mlap2p_rt_unlink(struct mlap2p_rt *rt, struct mlap2p_rt_region *r)
 	}
 }
 
+void mlap2p_rt_add(struct mlap2p_rt *rt, struct mlap2p_rt_region *r)
+{
+	pthread_mutex_lock(&rt->lock);
+	mlap2p_rt_link(rt, r);
+	pthread_mutex_unlock(&rt->lock);
+}
+
+void *mlap2p_rt_get_import(struct mlap2p_rt *rt, uint64_t id)
+{
+	struct mlap2p_rt_region *r;
+	void *base = NULL;
+
+	pthread_mutex_lock(&rt->lock);
+	r = mlap2p_rt_find_id(rt, id, 0);
+	if (r) {
+		r->refs++;
+		base = r->base;
+	}
+	pthread_mutex_unlock(&rt->lock);
+	return base;
+}
+
+void *mlap2p_rt_add_import(struct mlap2p_rt *rt, struct mlap2p_rt_region *r)
+{
+	struct mlap2p_rt_region *first;
+	void *base = r->base;
+
+	pthread_mutex_lock(&rt->lock);
+	first = mlap2p_rt_find_id(rt, r->regionId, 0);
+	if (first) {
+		first->refs++;
+		base = first->base;
+	} else {
+		mlap2p_rt_link(rt, r);
+	}
+	pthread_mutex_unlock(&rt->lock);
+	return base;
+}
+
+int mlap2p_rt_put(struct mlap2p_rt *rt, void *ptr, int owned,
+		  struct mlap2p_rt_region **last)
+{
+	struct mlap2p_rt_region *r;
+
+	*last = NULL;
+	pthread_mutex_lock(&rt->lock);
+	r = mlap2p_rt_find(rt, ptr);
+	if (!r || !r->owned != !owned || r->base != ptr) {
+		pthread_mutex_unlock(&rt->lock);
+		return -EINVAL;
+	}
+	/* An owned region's one reference is its allocation. */
+	if (owned || !--r->refs) {
+		mlap2p_rt_unlink(rt, r);
+		*last = r;
+	}
+	pthread_mutex_unlock(&rt->lock);
+	return 0;
+}
+
+void mlap2p_rt_region_unmap(struct mlap2p_rt_region *r)
+{
+	if (r->owned)
+		mlap2p_rt_unmap(r->base, r->size);
+	else
+		munmap(r->base, r->size);
+}
+
 /* True if [p, p + n) lies inside one region of @rt. */
 static bool mlap2p_rt_covers(struct mlap2p_rt *rt, const void *p, size_t n)
 {
@@ -282,6 +350,20 @@ int mlap2p_rt_generic_core_device(struct mlap2p_rt *rt, int core, int *device)
 	if (core < 0 || mlap2p_topo_core_mla(&rt->topo, (__u32)core, &mla))
 		return -EINVAL;
 	*device = (int)mla;
+	return 0;
+}
+
+int mlap2p_rt_generic_mem_info(struct mlap2p_rt *rt, int device,
+			       size_t *free, size_t *total)
+{
+	struct mlap2p_dev_info info;
+	int ret;
+
+	ret = rt->ops->deviceGetInfo(rt, device, &info);
+	if (ret)
+		return ret;
+	*total = info.capacity;
+	*free = info.capacity - info.used;
 	return 0;
 }
 

@@ -12,6 +12,9 @@
 int mlap2p_rt_generic_get_info(struct mlap2p_rt *rt, struct mlap2p_info *info);
 int mlap2p_rt_generic_device_count(struct mlap2p_rt *rt, int *count);
 int mlap2p_rt_generic_core_device(struct mlap2p_rt *rt, int core, int *device);
+/* From the slot deviceGetInfo. */
+int mlap2p_rt_generic_mem_info(struct mlap2p_rt *rt, int device,
+			       size_t *free, size_t *total);
 int mlap2p_rt_generic_pointer_attr(struct mlap2p_rt *rt, const void *ptr,
 				   struct ncclRtPointerAttributes *attr);
 int mlap2p_rt_generic_synchronize(struct mlap2p_rt *rt);
@@ -29,6 +32,31 @@ int mlap2p_rt_generic_memcpy_peer(struct mlap2p_rt *rt, void *dst,
 				  int srcDevice, size_t n);
 int mlap2p_rt_generic_memcpy(struct mlap2p_rt *rt, void *dst, const void *src,
 			     size_t n, int kind);
+
+/*
+ * The region table as both backends use it; each takes rt->lock itself.
+ *
+ * mlap2p_rt_add() links a new region.  mlap2p_rt_get_import() takes one
+ * more reference on the import of region @id if this instance has it open
+ * already and returns its base, else NULL.  mlap2p_rt_add_import() links
+ * @r, an import just mapped, and returns @r->base, unless another thread
+ * opened the same region meanwhile: then that import gets the reference,
+ * its base is returned, and the caller frees @r (which was not linked).
+ *
+ * mlap2p_rt_put() drops the reference a free (@owned) or an IPC close
+ * (!@owned) holds on the region that starts at @ptr: -EINVAL when there is
+ * none, else 0 with *@last set to the region, unlinked, when that was its
+ * last reference (the caller frees it), or NULL.
+ *
+ * mlap2p_rt_region_unmap() unmaps a region the table no longer holds: an
+ * owned one through the pins (mlap2p_rt_unmap), an import at once.
+ */
+void mlap2p_rt_add(struct mlap2p_rt *rt, struct mlap2p_rt_region *r);
+void *mlap2p_rt_get_import(struct mlap2p_rt *rt, uint64_t id);
+void *mlap2p_rt_add_import(struct mlap2p_rt *rt, struct mlap2p_rt_region *r);
+int mlap2p_rt_put(struct mlap2p_rt *rt, void *ptr, int owned,
+		  struct mlap2p_rt_region **last);
+void mlap2p_rt_region_unmap(struct mlap2p_rt_region *r);
 
 /* Host-runtime topology from MLAP2P_FAMILY, ... (lib/rt_host.c). */
 int mlap2p_rt_host_topo_env(struct mlap2p_topo *topo, uint64_t *capacity);

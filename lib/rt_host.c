@@ -358,10 +358,7 @@ static int mlap2p_host_init(struct mlap2p_rt *rt)
 
 static void mlap2p_host_region_free(struct mlap2p_rt_region *r)
 {
-	if (r->owned)
-		mlap2p_rt_unmap(r->base, r->size);
-	else
-		munmap(r->base, r->size);
+	mlap2p_rt_region_unmap(r);
 	if (r->fd >= 0)
 		close(r->fd);
 	free(r);
@@ -424,20 +421,6 @@ static int mlap2p_host_dev_info(struct mlap2p_rt *rt, int device,
 	pthread_mutex_lock(&rt->lock);
 	info->used = mlap2p_host_used(rt, device);
 	pthread_mutex_unlock(&rt->lock);
-	return 0;
-}
-
-static int mlap2p_host_mem_info(struct mlap2p_rt *rt, int device,
-				size_t *free, size_t *total)
-{
-	struct mlap2p_dev_info info;
-	int ret;
-
-	ret = mlap2p_host_dev_info(rt, device, &info);
-	if (ret)
-		return ret;
-	*total = info.capacity;
-	*free = info.capacity - info.used;
 	return 0;
 }
 
@@ -551,9 +534,7 @@ static int mlap2p_host_malloc(struct mlap2p_rt *rt, void **ptr, size_t size)
 		goto out_close;
 	}
 
-	pthread_mutex_lock(&rt->lock);
-	mlap2p_rt_link(rt, r);
-	pthread_mutex_unlock(&rt->lock);
+	mlap2p_rt_add(rt, r);
 	*ptr = r->base;
 	return 0;
 
@@ -564,21 +545,21 @@ out_free:
 	return ret;
 }
 
-static int mlap2p_host_free(struct mlap2p_rt *rt, void *ptr)
+/* Free (@owned) or IPC close: the last reference frees the region. */
+static int mlap2p_host_put(struct mlap2p_rt *rt, void *ptr, int owned)
 {
 	struct mlap2p_rt_region *r;
+	int ret;
 
-	pthread_mutex_lock(&rt->lock);
-	r = mlap2p_rt_find(rt, ptr);
-	if (r && (!r->owned || r->base != ptr))
-		r = NULL;
+	ret = mlap2p_rt_put(rt, ptr, owned, &r);
 	if (r)
-		mlap2p_rt_unlink(rt, r);
-	pthread_mutex_unlock(&rt->lock);
-	if (!r)
-		return -EINVAL;
-	mlap2p_host_region_free(r);
-	return 0;
+		mlap2p_host_region_free(r);
+	return ret;
+}
+
+static int mlap2p_host_free(struct mlap2p_rt *rt, void *ptr)
+{
+	return mlap2p_host_put(rt, ptr, 1);
 }
 
 static int mlap2p_host_ipc_get(struct mlap2p_rt *rt,
@@ -674,19 +655,16 @@ static int mlap2p_host_ipc_open(struct mlap2p_rt *rt, void **ptr,
 	struct mlap2p_host_rep rep;
 	struct mlap2p_rt_region *r;
 	int fd = -1, ret;
+	void *base;
 
 	(void)flags;
 	memcpy(&ipc, handle, sizeof(ipc));
 	if (ipc.magic != MLAP2P_HOST_IPC_MAGIC)
 		return -EINVAL;
 
-	pthread_mutex_lock(&rt->lock);
-	r = mlap2p_rt_find_id(rt, ipc.regionId, 0);
-	if (r)
-		r->refs++;
-	pthread_mutex_unlock(&rt->lock);
-	if (r) {
-		*ptr = r->base;
+	base = mlap2p_rt_get_import(rt, ipc.regionId);
+	if (base) {
+		*ptr = base;
 		return 0;
 	}
 
@@ -717,42 +695,17 @@ static int mlap2p_host_ipc_open(struct mlap2p_rt *rt, void **ptr,
 	memcpy(&r->ipc, handle, sizeof(r->ipc));
 	r->ipcValid = 1;
 
-	pthread_mutex_lock(&rt->lock);
 	/* Another thread may have opened it meanwhile: keep one mapping. */
-	if (mlap2p_rt_find_id(rt, ipc.regionId, 0)) {
-		struct mlap2p_rt_region *first = mlap2p_rt_find_id(rt,
-							ipc.regionId, 0);
-
-		first->refs++;
-		*ptr = first->base;
-		pthread_mutex_unlock(&rt->lock);
+	base = mlap2p_rt_add_import(rt, r);
+	if (base != r->base)
 		mlap2p_host_region_free(r);
-		return 0;
-	}
-	mlap2p_rt_link(rt, r);
-	pthread_mutex_unlock(&rt->lock);
-	*ptr = r->base;
+	*ptr = base;
 	return 0;
 }
 
 static int mlap2p_host_ipc_close(struct mlap2p_rt *rt, void *ptr)
 {
-	struct mlap2p_rt_region *r;
-
-	pthread_mutex_lock(&rt->lock);
-	r = mlap2p_rt_find(rt, ptr);
-	if (!r || r->owned || r->base != ptr) {
-		pthread_mutex_unlock(&rt->lock);
-		return -EINVAL;
-	}
-	if (--r->refs) {
-		pthread_mutex_unlock(&rt->lock);
-		return 0;
-	}
-	mlap2p_rt_unlink(rt, r);
-	pthread_mutex_unlock(&rt->lock);
-	mlap2p_host_region_free(r);
-	return 0;
+	return mlap2p_host_put(rt, ptr, 0);
 }
 
 const struct ncclRt mlap2p_rt_host = {
@@ -763,7 +716,7 @@ const struct ncclRt mlap2p_rt_host = {
 	.getDeviceCount = mlap2p_rt_generic_device_count,
 	.coreGetDevice = mlap2p_rt_generic_core_device,
 	.deviceGetInfo = mlap2p_host_dev_info,
-	.memGetInfo = mlap2p_host_mem_info,
+	.memGetInfo = mlap2p_rt_generic_mem_info,
 	.pointerGetAttributes = mlap2p_rt_generic_pointer_attr,
 	.regionGetInfo = mlap2p_host_region_info,
 	.deviceSynchronize = mlap2p_rt_generic_synchronize,

@@ -100,10 +100,7 @@ static void mlap2p_kmod_region_free(struct mlap2p_rt *rt,
 	int ret;
 
 	/* The module keeps the pages while any mapping remains. */
-	if (r->owned)
-		mlap2p_rt_unmap(r->base, r->size);
-	else
-		munmap(r->base, r->size);
+	mlap2p_rt_region_unmap(r);
 	ret = mlap2p_kmod_ioctl(rt, r->owned ? MLAP2P_IOC_MEM_FREE :
 					       MLAP2P_IOC_IPC_CLOSE_HANDLE, &op);
 	if (ret)
@@ -132,20 +129,6 @@ static int mlap2p_kmod_dev_info(struct mlap2p_rt *rt, int device,
 	memset(info, 0, sizeof(*info));
 	info->device = (__u32)device;
 	return mlap2p_kmod_ioctl(rt, MLAP2P_IOC_DEV_INFO, info);
-}
-
-static int mlap2p_kmod_mem_info(struct mlap2p_rt *rt, int device,
-				size_t *free, size_t *total)
-{
-	struct mlap2p_dev_info info;
-	int ret;
-
-	ret = mlap2p_kmod_dev_info(rt, device, &info);
-	if (ret)
-		return ret;
-	*total = info.capacity;
-	*free = info.capacity - info.used;
-	return 0;
 }
 
 static int mlap2p_kmod_region_info(struct mlap2p_rt *rt, const void *ptr,
@@ -267,9 +250,7 @@ static int mlap2p_kmod_malloc(struct mlap2p_rt *rt, void **ptr, size_t size)
 		goto out_free;
 	}
 
-	pthread_mutex_lock(&rt->lock);
-	mlap2p_rt_link(rt, r);
-	pthread_mutex_unlock(&rt->lock);
+	mlap2p_rt_add(rt, r);
 	*ptr = r->base;
 	return 0;
 
@@ -278,21 +259,21 @@ out_free:
 	return ret;
 }
 
-static int mlap2p_kmod_free(struct mlap2p_rt *rt, void *ptr)
+/* MEM_FREE (@owned) or IPC close: the last reference frees the region. */
+static int mlap2p_kmod_put(struct mlap2p_rt *rt, void *ptr, int owned)
 {
 	struct mlap2p_rt_region *r;
+	int ret;
 
-	pthread_mutex_lock(&rt->lock);
-	r = mlap2p_rt_find(rt, ptr);
-	if (r && (!r->owned || r->base != ptr))
-		r = NULL;
+	ret = mlap2p_rt_put(rt, ptr, owned, &r);
 	if (r)
-		mlap2p_rt_unlink(rt, r);
-	pthread_mutex_unlock(&rt->lock);
-	if (!r)
-		return -EINVAL;
-	mlap2p_kmod_region_free(rt, r);
-	return 0;
+		mlap2p_kmod_region_free(rt, r);
+	return ret;
+}
+
+static int mlap2p_kmod_free(struct mlap2p_rt *rt, void *ptr)
+{
+	return mlap2p_kmod_put(rt, ptr, 1);
 }
 
 static int mlap2p_kmod_ipc_get(struct mlap2p_rt *rt,
@@ -334,8 +315,9 @@ static int mlap2p_kmod_ipc_open(struct mlap2p_rt *rt, void **ptr,
 				const struct ncclRtIpcMemHandle *handle,
 				unsigned int flags)
 {
-	struct mlap2p_rt_region *r, *old;
+	struct mlap2p_rt_region *r;
 	struct mlap2p_ipc_open o;
+	void *base;
 	int ret;
 
 	(void)flags;
@@ -346,18 +328,14 @@ static int mlap2p_kmod_ipc_open(struct mlap2p_rt *rt, void **ptr,
 		return ret;
 
 	/* Opened before: keep the one mapping, drop the new handle. */
-	pthread_mutex_lock(&rt->lock);
-	old = mlap2p_rt_find_id(rt, o.region_id, 0);
-	if (old) {
+	base = mlap2p_rt_get_import(rt, o.region_id);
+	if (base) {
 		struct mlap2p_handle_op op = { .handle = o.handle };
 
-		old->refs++;
-		*ptr = old->base;
-		pthread_mutex_unlock(&rt->lock);
 		mlap2p_kmod_ioctl(rt, MLAP2P_IOC_IPC_CLOSE_HANDLE, &op);
+		*ptr = base;
 		return 0;
 	}
-	pthread_mutex_unlock(&rt->lock);
 
 	r = calloc(1, sizeof(*r));
 	if (!r) {
@@ -380,31 +358,17 @@ static int mlap2p_kmod_ipc_open(struct mlap2p_rt *rt, void **ptr,
 		free(r);
 		return ret;
 	}
-	pthread_mutex_lock(&rt->lock);
-	mlap2p_rt_link(rt, r);
-	pthread_mutex_unlock(&rt->lock);
-	*ptr = r->base;
+	/* Another thread may have opened it meanwhile: keep one mapping. */
+	base = mlap2p_rt_add_import(rt, r);
+	if (base != r->base)
+		mlap2p_kmod_region_free(rt, r);
+	*ptr = base;
 	return 0;
 }
 
 static int mlap2p_kmod_ipc_close(struct mlap2p_rt *rt, void *ptr)
 {
-	struct mlap2p_rt_region *r;
-
-	pthread_mutex_lock(&rt->lock);
-	r = mlap2p_rt_find(rt, ptr);
-	if (!r || r->owned || r->base != ptr) {
-		pthread_mutex_unlock(&rt->lock);
-		return -EINVAL;
-	}
-	if (--r->refs) {
-		pthread_mutex_unlock(&rt->lock);
-		return 0;
-	}
-	mlap2p_rt_unlink(rt, r);
-	pthread_mutex_unlock(&rt->lock);
-	mlap2p_kmod_region_free(rt, r);
-	return 0;
+	return mlap2p_kmod_put(rt, ptr, 0);
 }
 
 const struct ncclRt mlap2p_rt_kmod = {
@@ -415,7 +379,7 @@ const struct ncclRt mlap2p_rt_kmod = {
 	.getDeviceCount = mlap2p_rt_generic_device_count,
 	.coreGetDevice = mlap2p_rt_generic_core_device,
 	.deviceGetInfo = mlap2p_kmod_dev_info,
-	.memGetInfo = mlap2p_kmod_mem_info,
+	.memGetInfo = mlap2p_rt_generic_mem_info,
 	.pointerGetAttributes = mlap2p_rt_generic_pointer_attr,
 	.regionGetInfo = mlap2p_kmod_region_info,
 	.deviceSynchronize = mlap2p_rt_generic_synchronize,
