@@ -21,7 +21,6 @@
  * turns into an error that names it.
  */
 #include <errno.h>
-#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -405,8 +404,10 @@ static int bs_serve_free(struct mlap2p_bootstrap *s, int id)
 	return 0;
 }
 
-static void bs_handle(struct mlap2p_bootstrap *s, int fd)
+/* One connection to this rank's listener (mlap2p_sock_serve()). */
+static void bs_handle(void *arg, int fd)
 {
+	struct mlap2p_bootstrap *s = arg;
 	int64_t deadline = bs_deadline(BS_IO_MS);
 	struct bs_remalloc_rep rep;
 	struct bs_msg *m;
@@ -457,29 +458,8 @@ static void bs_handle(struct mlap2p_bootstrap *s, int fd)
 static void *bs_thread_main(void *arg)
 {
 	struct mlap2p_bootstrap *s = arg;
-	struct pollfd pfd[2] = {
-		{ .fd = s->listenFd, .events = POLLIN },
-		{ .fd = s->stopFd, .events = POLLIN },
-	};
 
-	for (;;) {
-		int fd;
-
-		if (poll(pfd, 2, -1) < 0) {
-			if (errno == EINTR)
-				continue;
-			break;
-		}
-		if (pfd[1].revents)
-			break;
-		if (!(pfd[0].revents & POLLIN))
-			continue;
-		fd = accept4(s->listenFd, NULL, NULL, SOCK_CLOEXEC);
-		if (fd < 0)
-			continue;
-		bs_handle(s, fd);
-		close(fd);
-	}
+	mlap2p_sock_serve(s->listenFd, s->stopFd, bs_handle, s);
 	return NULL;
 }
 

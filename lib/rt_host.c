@@ -34,7 +34,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
-#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -45,6 +44,7 @@
 #include <sys/un.h>
 
 #include "rt.h"
+#include "socket.h"
 
 #define MLAP2P_HOST_IPC_MAGIC	0x31484c4dU	/* "MLH1" */
 #define MLAP2P_HOST_REQ_MAGIC	0x51484c4dU	/* "MLHQ" */
@@ -218,8 +218,10 @@ static int mlap2p_host_send_fd(int sock, const struct mlap2p_host_rep *rep,
 	       0 : -errno;
 }
 
-static void mlap2p_host_serve(struct mlap2p_rt *rt, int sock)
+/* One importer's request (mlap2p_sock_serve()). */
+static void mlap2p_host_serve(void *arg, int sock)
 {
+	struct mlap2p_rt *rt = arg;
 	struct timeval tv = { MLAP2P_HOST_IO_TIMEOUT, 0 };
 	struct mlap2p_host_rep rep = { .status = -ENOENT };
 	struct mlap2p_rt_region *r;
@@ -259,29 +261,8 @@ static void *mlap2p_host_exporter(void *arg)
 {
 	struct mlap2p_rt *rt = arg;
 	struct mlap2p_host *h = mlap2p_host(rt);
-	struct pollfd pfd[2] = {
-		{ .fd = h->listenFd, .events = POLLIN },
-		{ .fd = h->stopFd, .events = POLLIN },
-	};
 
-	for (;;) {
-		int sock;
-
-		if (poll(pfd, 2, -1) < 0) {
-			if (errno == EINTR)
-				continue;
-			break;
-		}
-		if (pfd[1].revents)
-			break;
-		if (!(pfd[0].revents & POLLIN))
-			continue;
-		sock = accept4(h->listenFd, NULL, NULL, SOCK_CLOEXEC);
-		if (sock < 0)
-			continue;
-		mlap2p_host_serve(rt, sock);
-		close(sock);
-	}
+	mlap2p_sock_serve(h->listenFd, h->stopFd, mlap2p_host_serve, rt);
 	return NULL;
 }
 

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: MIT
 /*
  * TCP helpers for the bootstrap: interface choice, listen, connect with
- * retries, and full sends/receives bounded by a deadline.
+ * retries, and full sends/receives bounded by a deadline; and the accept
+ * loop of the bootstrap's and the host runtime's service threads.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -263,6 +264,33 @@ int mlap2p_sock_accept(int listenFd, int64_t deadline, int *fd)
 		return -errno;
 	*fd = s;
 	return 0;
+}
+
+int mlap2p_sock_serve(int listenFd, int stopFd,
+		      void (*fn)(void *arg, int fd), void *arg)
+{
+	struct pollfd pfd[2] = {
+		{ .fd = listenFd, .events = POLLIN },
+		{ .fd = stopFd, .events = POLLIN },
+	};
+	int fd;
+
+	for (;;) {
+		if (poll(pfd, 2, -1) < 0) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		if (pfd[1].revents)
+			return 0;
+		if (!(pfd[0].revents & POLLIN))
+			continue;
+		fd = accept4(listenFd, NULL, NULL, SOCK_CLOEXEC);
+		if (fd < 0)
+			continue;
+		fn(arg, fd);
+		close(fd);
+	}
 }
 
 int mlap2p_sock_send(int fd, const void *buf, size_t len, int64_t deadline)

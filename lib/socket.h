@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * lib/socket.h: TCP helpers for the bootstrap (lib/socket.c).  Every call
- * takes an absolute deadline (mlap2p_now_ms() based, -1 = none) and returns
- * 0 or -errno (-ETIMEDOUT when the deadline passes).
+ * that moves data takes an absolute deadline (mlap2p_now_ms() based, -1 =
+ * none) and returns 0 or -errno (-ETIMEDOUT when the deadline passes).
  */
 #ifndef MLAP2P_SOCKET_H
 #define MLAP2P_SOCKET_H
@@ -40,5 +40,14 @@ int mlap2p_sock_accept(int listenFd, int64_t deadline, int *fd);
 int mlap2p_sock_send(int fd, const void *buf, size_t len, int64_t deadline);
 /* -ECONNRESET when the peer closes before @len bytes. */
 int mlap2p_sock_recv(int fd, void *buf, size_t len, int64_t deadline);
+
+/*
+ * A service thread's loop, with no deadline: accept each connection on
+ * @listenFd (any socket family) and call @fn(@arg, fd) on it, one at a
+ * time; the loop closes fd when @fn returns.  Returns 0 once @stopFd (an
+ * eventfd, say) becomes readable, or -errno if poll fails.
+ */
+int mlap2p_sock_serve(int listenFd, int stopFd,
+		      void (*fn)(void *arg, int fd), void *arg);
 
 #endif /* MLAP2P_SOCKET_H */
