@@ -227,6 +227,7 @@ while read -r name; do
 		logbad=1
 	fi
 
+	echo "# $name: exit $rc after ${secs}s"
 	if [ $timed_out = 1 ]; then
 		echo "not ok $n $name # TIMEOUT ${tmo}s"
 	elif [ $logbad = 1 ]; then
