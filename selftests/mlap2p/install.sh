@@ -35,43 +35,10 @@ if [ -z "$root" ]; then
 	exit 4
 fi
 [ -d "$root" ] || { echo "FAIL: $root is not a directory"; exit 1; }
-kmod=$(command -v kmod) ||
-	{ echo "FAIL: kmod not in the VM (tools/install-check copies it)"; exit 1; }
-[ "$(id -u)" = 0 ] || { echo "SKIP: needs root"; exit 4; }
-if [ -d /sys/module/mlap2p ]; then
-	echo "FAIL: mlap2p is already loaded; this test loads it from $root"
-	exit 1
-fi
+# shellcheck source=selftests/mlap2p/pkg_common.inc
+. "$here/pkg_common.inc"
+pkg_start "from $root"
 
-# kmod's tools by their names (kmod looks at argv[0]), called by path:
-# the VM's busybox shell runs its own applets ahead of PATH.
-bin=$(mktemp -d)
-trap 'rm -rf "$bin"' EXIT
-for t in modprobe depmod modinfo; do
-	ln -s "$kmod" "$bin/$t"
-done
-modprobe() { "$bin/modprobe" "$@"; }
-depmod() { "$bin/depmod" "$@"; }
-modinfo() { "$bin/modinfo" "$@"; }
-
-pass=0
-fail=0
-check() { # description command...
-	desc=$1
-	shift
-	if "$@"; then
-		echo "ok: $desc"
-		pass=$((pass + 1))
-	else
-		echo "FAILED: $desc"
-		fail=$((fail + 1))
-	fi
-}
-same() { # what seen expected
-	[ "$2" = "$3" ] && return 0
-	echo "  $1: got '$2', expected '$3'"
-	return 1
-}
 unload() {
 	modprobe -d "$root" -r mlap2p && [ ! -d /sys/module/mlap2p ]
 }
@@ -88,18 +55,9 @@ check "modinfo finds it in $root" \
 # 1. As installed: the shipped modprobe.d file changes nothing.
 check "modprobe -d $root -C $conf mlap2p" \
 	modprobe -d "$root" -C "$conf" mlap2p
-[ -d /sys/module/mlap2p ] || {
-	dmesg | tail -n 20
-	echo "not ok: the module did not load; stopping"
-	exit 1
-}
-i=0
-while [ ! -c /dev/mlap2p ] && [ $i -lt 20 ]; do sleep 0.1; i=$((i + 1)); done
-check "/dev/mlap2p exists" test -c /dev/mlap2p
-if [ -n "$want" ]; then
-	check "module version is $want" \
-		same version "$(cat /sys/module/mlap2p/version)" "$want"
-fi
+pkg_loaded_or_stop
+pkg_dev_node
+pkg_version
 check "default parameters (example is all comments)" \
 	same family "$(cat /sys/module/mlap2p/parameters/family)" trn2
 
@@ -113,33 +71,23 @@ out=$(LD_LIBRARY_PATH=$lib "$ctl" info 2>&1)
 rc=$?
 echo "$out" | sed 's/^/  /'
 check "mlap2pctl info talks to the module" test $rc = 0
-for t in version_test ioctl_test; do
-	if [ -x "$here/$t" ]; then
-		LD_LIBRARY_PATH=$lib MLAP2P_LIBDIR=$lib MLAP2PCTL=$ctl \
-			"$here/$t" >"$bin/out" 2>&1
-		rc=$?
-		sed 's/^/  /' "$bin/out"
-		check "$t against the installed module and library" test $rc = 0
-	else
-		echo "  no $t beside $0"
-	fi
-done
+pkg_tests_beside "against the installed module and library" \
+	env LD_LIBRARY_PATH="$lib" MLAP2P_LIBDIR="$lib" MLAP2PCTL="$ctl"
 check "modprobe -d $root -r mlap2p" unload
 
 # 3. The example's first "options" lines, uncommented, reach the module.
-mkdir -p "$bin/conf"
-sed -n 's/^#options /options /p' "$conf/mlap2p.conf" | head -n 2 >"$bin/conf/mlap2p.conf"
-sed 's/^/  /' "$bin/conf/mlap2p.conf"
+mkdir -p "$tmp/conf"
+sed -n 's/^#options /options /p' "$conf/mlap2p.conf" | head -n 2 >"$tmp/conf/mlap2p.conf"
+sed 's/^/  /' "$tmp/conf/mlap2p.conf"
 check "modprobe with the example's options" \
-	modprobe -d "$root" -C "$bin/conf" mlap2p
+	modprobe -d "$root" -C "$tmp/conf" mlap2p
 if [ -d /sys/module/mlap2p ]; then
 	p=/sys/module/mlap2p/parameters
 	# shellcheck disable=SC2013 # one key=value per word
-	for kv in $(sed 's/^options mlap2p //' "$bin/conf/mlap2p.conf"); do
+	for kv in $(sed 's/^options mlap2p //' "$tmp/conf/mlap2p.conf"); do
 		check "parameter ${kv%%=*}" same "${kv%%=*}" "$(cat "$p/${kv%%=*}")" "${kv#*=}"
 	done
 	check "modprobe -d $root -r mlap2p" unload
 fi
 
-echo "install: $pass passed, $fail failed"
-[ $fail = 0 ]
+pkg_summary install
