@@ -86,13 +86,39 @@ struct mlap2p_conn *mlap2p_comm_conn(struct ncclComm *comm, int channel,
 	return send ? &ch->peers[peer].send : &ch->peers[peer].recv;
 }
 
+/*
+ * Ask for a connection on @channelId to (@send) or from each of @peers[0..n)
+ * not yet connected; -1 stands for no peer, the rank itself is skipped.
+ */
+static ncclResult_t mlap2p_want_connect(struct ncclComm *comm, int channelId,
+					const int *peers, int n, int send)
+{
+	uint32_t *want = send ? comm->connectSend : comm->connectRecv;
+	int i;
+
+	for (i = 0; i < n; i++) {
+		int peer = peers[i];
+
+		if (peer == -1)
+			continue;
+		if (peer < 0 || peer >= comm->nRanks) {
+			mlap2p_errno_stash(-EINVAL);
+			return ncclInvalidArgument;
+		}
+		if (peer == comm->rank ||
+		    mlap2p_comm_conn(comm, channelId, peer, send)->c.connected)
+			continue;
+		want[peer] |= 1U << channelId;
+	}
+	return ncclSuccess;
+}
+
 MLAP2P_EXPORT ncclResult_t ncclTransportP2pConnect(struct ncclComm *comm,
 						   int channelId, int nrecv,
 						   int *peerRecv, int nsend,
 						   int *peerSend)
 {
-	uint32_t mask;
-	int i;
+	ncclResult_t res;
 
 	if (!comm || channelId < 0 || channelId >= MAXCHANNELS || nrecv < 0 ||
 	    nsend < 0 || (nrecv && !peerRecv) || (nsend && !peerSend)) {
@@ -103,36 +129,10 @@ MLAP2P_EXPORT ncclResult_t ncclTransportP2pConnect(struct ncclComm *comm,
 		mlap2p_errno_stash(-ENOMEM);
 		return ncclSystemError;
 	}
-	mask = 1U << channelId;
-	for (i = 0; i < nrecv; i++) {
-		int peer = peerRecv[i];
-
-		if (peer == -1)
-			continue;
-		if (peer < 0 || peer >= comm->nRanks) {
-			mlap2p_errno_stash(-EINVAL);
-			return ncclInvalidArgument;
-		}
-		if (peer == comm->rank ||
-		    comm->channels[channelId].peers[peer].recv.c.connected)
-			continue;
-		comm->connectRecv[peer] |= mask;
-	}
-	for (i = 0; i < nsend; i++) {
-		int peer = peerSend[i];
-
-		if (peer == -1)
-			continue;
-		if (peer < 0 || peer >= comm->nRanks) {
-			mlap2p_errno_stash(-EINVAL);
-			return ncclInvalidArgument;
-		}
-		if (peer == comm->rank ||
-		    comm->channels[channelId].peers[peer].send.c.connected)
-			continue;
-		comm->connectSend[peer] |= mask;
-	}
-	return ncclSuccess;
+	res = mlap2p_want_connect(comm, channelId, peerRecv, nrecv, 0);
+	if (res == ncclSuccess)
+		res = mlap2p_want_connect(comm, channelId, peerSend, nsend, 1);
+	return res;
 }
 
 /*
