@@ -55,9 +55,11 @@ check: deps
 	$(MAKE) check-host
 	$(MAKE) check-vm
 
-# The host part: every test plain, then under ASan/UBSan and under TSan
-# (the library rebuilt with the same sanitizer).  Tests that need the module
+# The host part: every test plain, then under ASan/UBSan, and the threaded
+# ones under TSan (the library rebuilt with the same sanitizer).  Tests that need the module
 # skip here and run in the VM.
+TSAN_TESTS := lib_modes_test lib_bootstrap_test lib_ring_test lib_teardown_test dp_proto_test
+
 check-host: selftests
 	$(TOP)/selftests/mlap2p/run_tests.sh --host $(B)/selftests
 	$(MAKE) -C lib SAN=asan
@@ -66,7 +68,8 @@ check-host: selftests
 		$(TOP)/selftests/mlap2p/run_tests.sh --host $(B)/selftests-asan
 	$(MAKE) -C lib SAN=tsan
 	$(MAKE) -C selftests/mlap2p SAN=tsan
-	TSAN_OPTIONS=halt_on_error=1 \
+	TSAN_OPTIONS=halt_on_error=1 MLAP2P_TEST_QUICK=1 MLAP2P_TEST_TIMEOUT=900 \
+	MLAP2P_TEST_FILTER='$(TSAN_TESTS)' \
 		$(TOP)/selftests/mlap2p/run_tests.sh --host $(B)/selftests-tsan
 
 check-vm: all

@@ -341,9 +341,15 @@ static const size_t exact_sizes[] = {
 	0, 1, 7, 8, 4095, 4096, 4097, MiB + 13, 64 * MiB,
 };
 
+/*
+ * MLAP2P_TEST_QUICK=1 (the TSan lane, where every byte copied is checked
+ * and 64 MiB takes minutes) leaves out the last size; the plain and ASan
+ * lanes always move it.
+ */
 TEST_F_TIMEOUT(wire, exact_sizes, 300)
 {
-	size_t n = sizeof(exact_sizes) / sizeof(exact_sizes[0]);
+	size_t n = sizeof(exact_sizes) / sizeof(exact_sizes[0]) -
+		   (getenv("MLAP2P_TEST_QUICK") ? 1 : 0);
 	int protos[sizeof(exact_sizes) / sizeof(exact_sizes[0])];
 	size_t i;
 
