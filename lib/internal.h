@@ -350,12 +350,10 @@ void mlap2p_rt_unmap(void *base, size_t size);
 int mlap2p_rt_pin(const void *ptr, void **base);
 void mlap2p_rt_unpin(void *base);
 
-/* Region table helpers for the backends; call with rt->lock held. */
+/* Region table lookups; call with rt->lock held (more in lib/rt.h). */
 struct mlap2p_rt_region *mlap2p_rt_find(struct mlap2p_rt *rt, const void *ptr);
 struct mlap2p_rt_region *mlap2p_rt_find_id(struct mlap2p_rt *rt, uint64_t id,
 					   int owned);
-void mlap2p_rt_link(struct mlap2p_rt *rt, struct mlap2p_rt_region *r);
-void mlap2p_rt_unlink(struct mlap2p_rt *rt, struct mlap2p_rt_region *r);
 
 /*
  * The seed's ncclRt* entry points: dispatch through rt->ops, WARN and

@@ -217,13 +217,13 @@ struct mlap2p_rt_region *mlap2p_rt_find_id(struct mlap2p_rt *rt, uint64_t id,
 	return NULL;
 }
 
-void mlap2p_rt_link(struct mlap2p_rt *rt, struct mlap2p_rt_region *r)
+static void mlap2p_rt_link(struct mlap2p_rt *rt, struct mlap2p_rt_region *r)
 {
 	r->next = rt->regions;
 	rt->regions = r;
 }
 
-void mlap2p_rt_unlink(struct mlap2p_rt *rt, struct mlap2p_rt_region *r)
+static void mlap2p_rt_unlink(struct mlap2p_rt *rt, struct mlap2p_rt_region *r)
 {
 	struct mlap2p_rt_region **pp;
 
@@ -276,11 +276,10 @@ void *mlap2p_rt_add_import(struct mlap2p_rt *rt, struct mlap2p_rt_region *r)
 }
 
 int mlap2p_rt_put(struct mlap2p_rt *rt, void *ptr, int owned,
-		  struct mlap2p_rt_region **last)
+		  mlap2p_rt_region_free_fn *region_free)
 {
-	struct mlap2p_rt_region *r;
+	struct mlap2p_rt_region *r, *last = NULL;
 
-	*last = NULL;
 	pthread_mutex_lock(&rt->lock);
 	r = mlap2p_rt_find(rt, ptr);
 	if (!r || !r->owned != !owned || r->base != ptr) {
@@ -290,10 +289,23 @@ int mlap2p_rt_put(struct mlap2p_rt *rt, void *ptr, int owned,
 	/* An owned region's one reference is its allocation. */
 	if (owned || !--r->refs) {
 		mlap2p_rt_unlink(rt, r);
-		*last = r;
+		last = r;
 	}
 	pthread_mutex_unlock(&rt->lock);
+	if (last)
+		region_free(rt, last);
 	return 0;
+}
+
+void mlap2p_rt_free_all(struct mlap2p_rt *rt,
+			mlap2p_rt_region_free_fn *region_free)
+{
+	struct mlap2p_rt_region *r;
+
+	while ((r = rt->regions)) {
+		mlap2p_rt_unlink(rt, r);
+		region_free(rt, r);
+	}
 }
 
 void mlap2p_rt_region_unmap(struct mlap2p_rt_region *r)

@@ -45,17 +45,24 @@ int mlap2p_rt_generic_memcpy(struct mlap2p_rt *rt, void *dst, const void *src,
  *
  * mlap2p_rt_put() drops the reference a free (@owned) or an IPC close
  * (!@owned) holds on the region that starts at @ptr: -EINVAL when there is
- * none, else 0 with *@last set to the region, unlinked, when that was its
- * last reference (the caller frees it), or NULL.
+ * none, else 0, having unlinked the region and passed it to the backend's
+ * @region_free (outside rt->lock) if that was its last reference.
+ * mlap2p_rt_free_all() does the same for every region, at fini (no other
+ * thread uses @rt any more).
  *
  * mlap2p_rt_region_unmap() unmaps a region the table no longer holds: an
  * owned one through the pins (mlap2p_rt_unmap), an import at once.
  */
+typedef void mlap2p_rt_region_free_fn(struct mlap2p_rt *rt,
+				      struct mlap2p_rt_region *r);
+
 void mlap2p_rt_add(struct mlap2p_rt *rt, struct mlap2p_rt_region *r);
 void *mlap2p_rt_get_import(struct mlap2p_rt *rt, uint64_t id);
 void *mlap2p_rt_add_import(struct mlap2p_rt *rt, struct mlap2p_rt_region *r);
 int mlap2p_rt_put(struct mlap2p_rt *rt, void *ptr, int owned,
-		  struct mlap2p_rt_region **last);
+		  mlap2p_rt_region_free_fn *region_free);
+void mlap2p_rt_free_all(struct mlap2p_rt *rt,
+			mlap2p_rt_region_free_fn *region_free);
 void mlap2p_rt_region_unmap(struct mlap2p_rt_region *r);
 
 /* Host-runtime topology from MLAP2P_FAMILY, ... (lib/rt_host.c). */

@@ -337,8 +337,10 @@ static int mlap2p_host_init(struct mlap2p_rt *rt)
 	return 0;
 }
 
-static void mlap2p_host_region_free(struct mlap2p_rt_region *r)
+static void mlap2p_host_region_free(struct mlap2p_rt *rt,
+				    struct mlap2p_rt_region *r)
 {
+	(void)rt;
 	mlap2p_rt_region_unmap(r);
 	if (r->fd >= 0)
 		close(r->fd);
@@ -348,7 +350,6 @@ static void mlap2p_host_region_free(struct mlap2p_rt_region *r)
 static void mlap2p_host_fini(struct mlap2p_rt *rt)
 {
 	struct mlap2p_host *h = mlap2p_host(rt);
-	struct mlap2p_rt_region *r;
 	uint64_t one = 1;
 
 	if (h->started) {
@@ -359,10 +360,7 @@ static void mlap2p_host_fini(struct mlap2p_rt *rt)
 		close(h->stopFd);
 		close(h->listenFd);
 	}
-	while ((r = rt->regions)) {
-		mlap2p_rt_unlink(rt, r);
-		mlap2p_host_region_free(r);
-	}
+	mlap2p_rt_free_all(rt, mlap2p_host_region_free);
 	free(h);
 	rt->priv = NULL;
 }
@@ -526,21 +524,9 @@ out_free:
 	return ret;
 }
 
-/* Free (@owned) or IPC close: the last reference frees the region. */
-static int mlap2p_host_put(struct mlap2p_rt *rt, void *ptr, int owned)
-{
-	struct mlap2p_rt_region *r;
-	int ret;
-
-	ret = mlap2p_rt_put(rt, ptr, owned, &r);
-	if (r)
-		mlap2p_host_region_free(r);
-	return ret;
-}
-
 static int mlap2p_host_free(struct mlap2p_rt *rt, void *ptr)
 {
-	return mlap2p_host_put(rt, ptr, 1);
+	return mlap2p_rt_put(rt, ptr, 1, mlap2p_host_region_free);
 }
 
 static int mlap2p_host_ipc_get(struct mlap2p_rt *rt,
@@ -679,14 +665,14 @@ static int mlap2p_host_ipc_open(struct mlap2p_rt *rt, void **ptr,
 	/* Another thread may have opened it meanwhile: keep one mapping. */
 	base = mlap2p_rt_add_import(rt, r);
 	if (base != r->base)
-		mlap2p_host_region_free(r);
+		mlap2p_host_region_free(rt, r);
 	*ptr = base;
 	return 0;
 }
 
 static int mlap2p_host_ipc_close(struct mlap2p_rt *rt, void *ptr)
 {
-	return mlap2p_host_put(rt, ptr, 0);
+	return mlap2p_rt_put(rt, ptr, 0, mlap2p_host_region_free);
 }
 
 const struct ncclRt mlap2p_rt_host = {

@@ -111,12 +111,7 @@ static void mlap2p_kmod_region_free(struct mlap2p_rt *rt,
 
 static void mlap2p_kmod_fini(struct mlap2p_rt *rt)
 {
-	struct mlap2p_rt_region *r;
-
-	while ((r = rt->regions)) {
-		mlap2p_rt_unlink(rt, r);
-		mlap2p_kmod_region_free(rt, r);
-	}
+	mlap2p_rt_free_all(rt, mlap2p_kmod_region_free);
 	/* Closing the file drops anything the module still holds for us. */
 	close(mlap2p_kmod_fd(rt));
 	free(rt->priv);
@@ -259,21 +254,9 @@ out_free:
 	return ret;
 }
 
-/* MEM_FREE (@owned) or IPC close: the last reference frees the region. */
-static int mlap2p_kmod_put(struct mlap2p_rt *rt, void *ptr, int owned)
-{
-	struct mlap2p_rt_region *r;
-	int ret;
-
-	ret = mlap2p_rt_put(rt, ptr, owned, &r);
-	if (r)
-		mlap2p_kmod_region_free(rt, r);
-	return ret;
-}
-
 static int mlap2p_kmod_free(struct mlap2p_rt *rt, void *ptr)
 {
-	return mlap2p_kmod_put(rt, ptr, 1);
+	return mlap2p_rt_put(rt, ptr, 1, mlap2p_kmod_region_free);
 }
 
 static int mlap2p_kmod_ipc_get(struct mlap2p_rt *rt,
@@ -368,7 +351,7 @@ static int mlap2p_kmod_ipc_open(struct mlap2p_rt *rt, void **ptr,
 
 static int mlap2p_kmod_ipc_close(struct mlap2p_rt *rt, void *ptr)
 {
-	return mlap2p_kmod_put(rt, ptr, 0);
+	return mlap2p_rt_put(rt, ptr, 0, mlap2p_kmod_region_free);
 }
 
 const struct ncclRt mlap2p_rt_kmod = {
