@@ -24,9 +24,9 @@
  * data plane posts and polls it with the same primitives:
  *
  *   send side: the data plane writes steps into the local FIFO.  The proxy
- *     sees SIMPLE steps by tail (size in sizesFifo) and LL/LL128 steps by
- *     sizesFifo (the size the sender announces before its lines, NCCL's
- *     connFifo contract) plus every line's flag, sends each step as one
+ *     sees LL/LL128 steps by their line flags and the size the sender
+ *     announces in sizesFifo before its lines (NCCL's connFifo contract),
+ *     SIMPLE steps by tail (size in sizesFifo), sends each step as one
  *     tagged message (SIMPLE straight from its slot; LL and LL128 as their
  *     payload, gathered out of the lines), and returns the slot through
  *     head once the send completed.
@@ -48,6 +48,12 @@
  * it for a whole timeout, or dead (-ECONNRESET) when the fabric reports an
  * error; mlap2p_peer_alive() asks mlap2p_net_peer_alive(), so data-plane
  * waits fail naming the peer instead of hanging on a cut link.
+ *
+ * A rank that waits on a NET connection runs the proxy pass itself
+ * (mlap2p_net_progress(), from the data plane's wait loop) rather than
+ * hand every step to the proxy thread: on a host with fewer cores than
+ * ranks plus proxies, that hand-over is a context switch per step.  The
+ * proxy thread still does all the work nobody waits for.
  */
 #include <arpa/inet.h>
 #include <dlfcn.h>
@@ -405,10 +411,8 @@ static int net_probe_local(char *prov, size_t provLen)
 	(((uint64_t)(type) << 60) | ((uint64_t)(proto) << 58) |		\
 	 ((uint64_t)(ch) << 53) | ((uint64_t)(src) << 32) |		\
 	 ((uint64_t)(step) & 0xffffffffULL))
-#define NET_TAG_TYPE(t)		(((t) >> 60) & 3)
 #define NET_TAG_PROTO(t)	((int)(((t) >> 58) & 3))
 #define NET_TAG_SRC(t)		((int)(((t) >> 32) & 0x1fffff))
-#define NET_TAG_STEP(t)		((t) & 0xffffffffULL)
 #define NET_IGNORE_PROTO	(3ULL << 58)
 #define NET_IGNORE_SRC		(0x1fffffULL << 32)
 #define NET_MAX_RANKS		(1 << 21)
