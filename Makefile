@@ -58,7 +58,7 @@ check: deps
 # The host part: every test plain, then under ASan/UBSan, and the threaded
 # ones under TSan (the library rebuilt with the same sanitizer).  Tests that need the module
 # skip here and run in the VM.
-TSAN_TESTS := lib_modes_test lib_bootstrap_test lib_ring_test lib_teardown_test dp_proto_test
+TSAN_TESTS := lib_modes_test lib_bootstrap_test lib_ring_test lib_teardown_test dp_proto_test net_test
 
 check-host: selftests
 	$(TOP)/selftests/mlap2p/run_tests.sh --host $(B)/selftests
