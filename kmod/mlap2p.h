@@ -100,8 +100,8 @@ struct mlap2p_export {
 
 struct mlap2p_region {
 	struct kref ref;
-	/* Immutable after mlap2p_region_create(). */
-	u64 id;
+	/* Immutable after mlap2p_region_create(), @id after publication. */
+	u64 id;				/* 0 until published */
 	u64 size;			/* bytes, a multiple of PAGE_SIZE */
 	u32 device;			/* global MLA id */
 	unsigned long nr_pages;

@@ -6,8 +6,9 @@
  *
  * A region is created unpublished (capacity reserved, pages allocated) so
  * the ioctl layer can hand results back to user space before anything else
- * can see it; publishing puts it on the list and the id hash.  Its memory
- * goes back to the system only when the last reference is put.
+ * can see it; publishing gives it its id and puts it on the list and the id
+ * hash.  Its memory goes back to the system only when the last reference is
+ * put.
  */
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
 
@@ -34,7 +35,7 @@
 
 /* See the lock order in mlap2p.h.  Protects everything below. */
 static DEFINE_MUTEX(mlap2p_lock);
-static LIST_HEAD(mlap2p_regions);
+static LIST_HEAD(mlap2p_regions);	/* published, in id order */
 static DEFINE_HASHTABLE(mlap2p_region_hash, 8);
 static u64 mlap2p_next_id = 1;
 static unsigned int mlap2p_nr_regions;	/* including unpublished ones */
@@ -52,8 +53,8 @@ static void mlap2p_stats_add_bytes(u64 bytes)
 }
 
 /*
- * Reserve @r->size bytes on @r->device and give @r an id.  -EINVAL for an
- * MLA outside the topology, -ENOSPC when the MLA is full.
+ * Reserve @r->size bytes on @r->device.  -EINVAL for an MLA outside the
+ * topology, -ENOSPC when the MLA is full.
  */
 static int mlap2p_region_reserve(struct mlap2p_region *r)
 {
@@ -72,7 +73,6 @@ static int mlap2p_region_reserve(struct mlap2p_region *r)
 	}
 	mlap2p_used[r->device] += r->size;
 	mlap2p_nr_regions++;
-	r->id = mlap2p_next_id++;
 out_unlock:
 	mutex_unlock(&mlap2p_lock);
 	return ret;
@@ -223,10 +223,16 @@ void mlap2p_region_put(struct mlap2p_region *r)
 	kref_put(&r->ref, mlap2p_region_release);
 }
 
-/* Make a new region visible: owned by current's thread group, openable. */
+/*
+ * Make a new region visible: owned by current's thread group, openable.
+ * The id is taken here, under the lock that links the region at the tail,
+ * so the list stays in id order however creations and publications of
+ * concurrent callers interleave (mlap2p_region_for_each() relies on it).
+ */
 void mlap2p_region_publish(struct mlap2p_region *r)
 {
 	mutex_lock(&mlap2p_lock);
+	r->id = mlap2p_next_id++;
 	r->published = true;
 	r->owned = true;
 	r->owner = get_pid(task_tgid(current));
