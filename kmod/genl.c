@@ -18,7 +18,7 @@
  * request arrives (in .start for a dump).
  *
  * Dumps keep a cursor: the next MLA, or the next region id (regions are
- * gathered per pass and sent in id order, see mlap2p_region_gather()).
+ * walked in id order, see mlap2p_region_gather()).
  * Each message is stamped with a sequence number, the topology generation
  * or the region list's change counter, so a change between or during the
  * passes of a dump sets NLM_F_DUMP_INTR on a later message or on DONE.
@@ -43,7 +43,6 @@
 #include <linux/mutex.h>
 #include <linux/sched.h>
 #include <linux/slab.h>
-#include <linux/sort.h>
 #include <net/genetlink.h>
 #include <net/net_namespace.h>
 #include <net/netlink.h>
@@ -536,11 +535,10 @@ static int mlap2p_genl_get_region(struct sk_buff *skb, struct genl_info *info)
 }
 
 /*
- * A dump pass walks every live region at or above the cursor and keeps the
- * MLAP2P_DUMP_BATCH lowest ids it may show (a max-heap by id), then sends
- * them in id order as far as they fit and moves the cursor past the last
- * one sent.  The region list's own order does not matter: no region that
- * lives through the dump can be passed over, and none is sent twice.
+ * A dump pass walks the live regions at or above the cursor, in id order,
+ * and copies the first MLAP2P_DUMP_BATCH it may show; then sends them as
+ * far as they fit and moves the cursor past the last one sent.  No region
+ * that lives through the dump can be passed over, and none is sent twice.
  */
 #define MLAP2P_DUMP_BATCH	256
 
@@ -549,7 +547,7 @@ struct mlap2p_region_dump {
 	u64 next_id;		/* the cursor: ids below it are done */
 	bool end;		/* the last pass sent everything left */
 	u32 seq;		/* the region list's, read with the walk */
-	unsigned int nr;	/* views the last walk kept */
+	unsigned int nr;	/* views the last walk kept, in id order */
 	struct mlap2p_region_view batch[MLAP2P_DUMP_BATCH];
 };
 
@@ -561,37 +559,7 @@ mlap2p_region_dump_ctx(struct netlink_callback *cb)
 	return (struct mlap2p_region_dump **)cb->ctx;
 }
 
-static void mlap2p_heap_up(struct mlap2p_region_view *h, unsigned int i)
-{
-	unsigned int parent;
-
-	while (i) {
-		parent = (i - 1) / 2;
-		if (h[parent].id >= h[i].id)
-			break;
-		swap(h[parent], h[i]);
-		i = parent;
-	}
-}
-
-static void mlap2p_heap_down(struct mlap2p_region_view *h, unsigned int n)
-{
-	unsigned int i = 0, c;
-
-	for (;;) {
-		c = 2 * i + 1;
-		if (c >= n)
-			break;
-		if (c + 1 < n && h[c + 1].id > h[c].id)
-			c++;
-		if (h[i].id >= h[c].id)
-			break;
-		swap(h[i], h[c]);
-		i = c;
-	}
-}
-
-/* Region walk callback, under mlap2p_lock: keep the lowest ids. */
+/* Region walk callback, under mlap2p_lock: keep the next batch. */
 static int mlap2p_region_gather(const struct mlap2p_region_view *v,
 				void *arg)
 {
@@ -599,20 +567,8 @@ static int mlap2p_region_gather(const struct mlap2p_region_view *v,
 
 	if (!mlap2p_region_sel_match(&d->sel, v))
 		return 0;
-	if (d->nr < MLAP2P_DUMP_BATCH) {
-		d->batch[d->nr] = *v;
-		mlap2p_heap_up(d->batch, d->nr++);
-	} else if (v->id < d->batch[0].id) {
-		d->batch[0] = *v;
-		mlap2p_heap_down(d->batch, d->nr);
-	}
-	return 0;
-}
-
-static int mlap2p_cmp_view(const void *a, const void *b)
-{
-	return mlap2p_cmp_u64(&((const struct mlap2p_region_view *)a)->id,
-			      &((const struct mlap2p_region_view *)b)->id);
+	d->batch[d->nr++] = *v;
+	return d->nr == MLAP2P_DUMP_BATCH;	/* full: stop the walk */
 }
 
 static void mlap2p_region_dump_free(struct mlap2p_region_dump *d)
@@ -667,9 +623,8 @@ static int mlap2p_genl_dump_region(struct sk_buff *skb,
 	d->nr = 0;
 	ret = mlap2p_region_for_each(d->next_id, &d->seq,
 				     mlap2p_region_gather, d);
-	if (ret)
+	if (ret < 0)
 		return ret;
-	sort(d->batch, d->nr, sizeof(d->batch[0]), mlap2p_cmp_view, NULL);
 
 	/* +1: a zero seq would switch the consistency check off. */
 	cb->seq = d->seq + 1;
