@@ -55,6 +55,7 @@
 #ifndef _UAPI_LINUX_MLAP2P_H
 #define _UAPI_LINUX_MLAP2P_H
 
+#include <linux/const.h>
 #include <linux/types.h>
 #include <linux/ioctl.h>
 
@@ -65,12 +66,12 @@
 #define MLAP2P_ABI_MINOR	0
 
 /* Feature bits reported by GET_INFO. */
-#define MLAP2P_FEAT_IPC_HANDLE	(1ULL << 0)	/* 64-byte IPC handles */
-#define MLAP2P_FEAT_RDONLY	(1ULL << 1)	/* MLAP2P_IPC_F_RDONLY */
-#define MLAP2P_FEAT_HUGE_2M	(1ULL << 2)	/* 2 MiB-contiguous backing */
-#define MLAP2P_FEAT_LOCALITY	(1ULL << 3)	/* CAN_ACCESS_PEER, DEV_INFO */
-#define MLAP2P_FEAT_GENL	(1ULL << 4)	/* generic netlink family */
-#define MLAP2P_FEAT_REGION_INFO	(1ULL << 5)	/* MLAP2P_IOC_REGION_INFO */
+#define MLAP2P_FEAT_IPC_HANDLE	_BITULL(0)	/* 64-byte IPC handles */
+#define MLAP2P_FEAT_RDONLY	_BITULL(1)	/* MLAP2P_IPC_F_RDONLY */
+#define MLAP2P_FEAT_HUGE_2M	_BITULL(2)	/* 2 MiB-contiguous backing */
+#define MLAP2P_FEAT_LOCALITY	_BITULL(3)	/* CAN_ACCESS_PEER, DEV_INFO */
+#define MLAP2P_FEAT_GENL	_BITULL(4)	/* generic netlink family */
+#define MLAP2P_FEAT_REGION_INFO	_BITULL(5)	/* MLAP2P_IOC_REGION_INFO */
 
 /* Instance families. */
 #define MLAP2P_FAMILY_TRN1	1
@@ -134,7 +135,7 @@ struct mlap2p_dev_info {
 };
 
 /* MLAP2P_IOC_MEM_ALLOC: allocate a region on one MLA. */
-#define MLAP2P_MEM_F_CONTIG	(1U << 0)	/* 2 MiB-contiguous or -ENOMEM */
+#define MLAP2P_MEM_F_CONTIG	_BITUL(0)	/* 2 MiB-contiguous or -ENOMEM */
 #define MLAP2P_MEM_F_ALL	(MLAP2P_MEM_F_CONTIG)
 
 struct mlap2p_mem_alloc {
@@ -156,7 +157,7 @@ struct mlap2p_handle_op {
 };
 
 /* MLAP2P_IOC_IPC_GET_HANDLE: export an owned region. */
-#define MLAP2P_IPC_F_RDONLY	(1U << 0)	/* importers map read-only */
+#define MLAP2P_IPC_F_RDONLY	_BITUL(0)	/* importers map read-only */
 #define MLAP2P_IPC_F_ALL	(MLAP2P_IPC_F_RDONLY)
 
 struct mlap2p_ipc_get {
