@@ -434,6 +434,13 @@ static void bs_handle(void *arg, int fd)
 			return;
 		}
 		bs_enqueue(s, m);
+		/*
+		 * Acknowledge only once the message is queued: the sender
+		 * waits for this, so a rank that sends and then exits never
+		 * leaves a message its peer has not taken in yet.
+		 */
+		bs_send_hdr(fd, s->magic, BS_REPLY, s->rank, 0, NULL, 0,
+			    deadline);
 		break;
 	case BS_REMALLOC:
 		if (h.size != sizeof(size) ||
@@ -699,11 +706,14 @@ static int bs_connect(struct mlap2p_bootstrap *s, int peer, int64_t deadline,
 	}
 }
 
+static int bs_request(struct mlap2p_bootstrap *s, int rank, int type,
+		      int tag, const void *req, uint32_t reqSize, void *rep,
+		      uint32_t repSize);
+
 ncclResult_t bootstrapSend(struct mlap2p_bootstrap *s, int peer, int tag,
 			   const void *data, int size)
 {
-	int64_t deadline;
-	int fd, ret;
+	int ret;
 
 	if (!bs_valid_peer(s, peer) || size < 0 || (uint32_t)size > BS_MAX_MSG)
 		return bs_fail(-EINVAL);
@@ -721,13 +731,7 @@ ncclResult_t bootstrapSend(struct mlap2p_bootstrap *s, int peer, int tag,
 		bs_enqueue(s, m);
 		return ncclSuccess;
 	}
-	deadline = bs_deadline(s->timeoutMs);
-	ret = bs_connect(s, peer, deadline, &fd);
-	if (!ret) {
-		ret = bs_send_hdr(fd, s->magic, BS_MSG, s->rank, tag, data,
-				  (uint32_t)size, deadline);
-		close(fd);
-	}
+	ret = bs_request(s, peer, BS_MSG, tag, data, (uint32_t)size, NULL, 0);
 	if (ret == -ESRCH) {
 		WARN("bootstrap: rank %d cannot send to rank %d (tag %#x): rank %d (pid %d) has exited",
 		     s->rank, peer, tag, peer, (int)s->comm->peerInfo[peer].pid);
@@ -909,7 +913,7 @@ ncclResult_t bootstrapAllGather(struct mlap2p_bootstrap *s, void *allData,
 
 /* One request to @rank's service; the reply header's status is returned. */
 static int bs_request(struct mlap2p_bootstrap *s, int rank, int type,
-		      const void *req, uint32_t reqSize, void *rep,
+		      int tag, const void *req, uint32_t reqSize, void *rep,
 		      uint32_t repSize)
 {
 	int64_t deadline = bs_deadline(s->timeoutMs);
@@ -919,7 +923,7 @@ static int bs_request(struct mlap2p_bootstrap *s, int rank, int type,
 	ret = bs_connect(s, rank, deadline, &fd);
 	if (ret)
 		return ret;
-	ret = bs_send_hdr(fd, s->magic, type, s->rank, 0, req, reqSize,
+	ret = bs_send_hdr(fd, s->magic, type, s->rank, tag, req, reqSize,
 			  deadline);
 	if (!ret)
 		ret = mlap2p_sock_recv(fd, &h, sizeof(h), deadline);
@@ -948,7 +952,7 @@ ncclResult_t bootstrapRemAlloc(size_t size, int rank,
 	if (rank == s->rank)
 		ret = bs_serve_alloc(s, sz, &rep);
 	else
-		ret = bs_request(s, rank, BS_REMALLOC, &sz, sizeof(sz), &rep,
+		ret = bs_request(s, rank, BS_REMALLOC, 0, &sz, sizeof(sz), &rep,
 				 sizeof(rep));
 	if (ret) {
 		WARN("bootstrap: rank %d: rank %d could not allocate %zu bytes for a relay: %s",
@@ -971,7 +975,7 @@ ncclResult_t bootstrapRemFree(int id, int rank, struct mlap2p_bootstrap *s)
 	if (rank == s->rank)
 		ret = bs_serve_free(s, id);
 	else
-		ret = bs_request(s, rank, BS_REMFREE, &rid, sizeof(rid), NULL,
+		ret = bs_request(s, rank, BS_REMFREE, 0, &rid, sizeof(rid), NULL,
 				 0);
 	if (ret) {
 		WARN("bootstrap: rank %d: rank %d could not free relay memory %d: %s",
