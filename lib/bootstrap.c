@@ -732,6 +732,9 @@ ncclResult_t bootstrapSend(struct mlap2p_bootstrap *s, int peer, int tag,
 		return ncclSuccess;
 	}
 	ret = bs_request(s, peer, BS_MSG, tag, data, (uint32_t)size, NULL, 0);
+	/* A peer that died before acknowledging is a dead peer, not I/O. */
+	if (ret && ret != -ESRCH && mlap2p_peer_alive(s->comm, peer) == -ESRCH)
+		ret = -ESRCH;
 	if (ret == -ESRCH) {
 		WARN("bootstrap: rank %d cannot send to rank %d (tag %#x): rank %d (pid %d) has exited",
 		     s->rank, peer, tag, peer, (int)s->comm->peerInfo[peer].pid);
