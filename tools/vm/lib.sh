@@ -16,14 +16,14 @@ vm_kernel_release() {
 	ptr=$(od -An -tu2 -j 526 -N 2 "$img" 2>/dev/null | tr -d ' ')
 	[ -n "$ptr" ] && [ "$ptr" -gt 0 ] || return 1
 	dd if="$img" bs=1 skip=$((ptr + 512)) count=128 status=none |
-		tr '\0' '\n' | head -n 1 | cut -d' ' -f1
+		tr '\0' '\n' | sed -n 1p | cut -d' ' -f1
 }
 
 # The kernel release a module was built for, from its vermagic.
 vm_module_release() {
 	local v
 	v=$(/sbin/modinfo -F vermagic "$1" 2>/dev/null) ||
-		v=$(strings "$1" | sed -n 's/^vermagic=//p' | head -n 1)
+		v=$(strings "$1" | sed -n 's/^vermagic=//p' | sed -n 1p)
 	echo "${v%% *}"
 }
 
