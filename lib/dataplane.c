@@ -22,6 +22,7 @@
 #include <strings.h>
 #include <linux/membarrier.h>
 #include <sys/syscall.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include "internal.h"
@@ -48,6 +49,8 @@ struct dp_link {
 	int err;			/* broken: every new op fails so */
 	uint64_t ops;			/* completed, for the dump */
 	uint64_t direct;		/* of which single copy */
+	int cma;			/* may offer plain buffers' addresses */
+	int peerChecked;		/* write_peer: 1 pid verified, -1 not */
 	unsigned int usable;		/* protocols these buffers carry */
 };
 
@@ -59,6 +62,7 @@ struct dp {
 	unsigned int protoMask;		/* NCCL_PROTO */
 	uint64_t llMax, ll128Max, chunk;
 	int noDirect;
+	int noCma;
 	long peerTimeoutMs, liveEveryMs;
 	int64_t nextLive;
 	uint32_t spinTight, spinYield;
@@ -262,6 +266,10 @@ static int dp_params(struct dp *dp)
 	if (ret)
 		return ret;
 	dp->noDirect = !v;
+	ret = mlap2p_env_int("MLAP2P_CMA", 0, 1, 1, &v);
+	if (ret)
+		return ret;
+	dp->noCma = !v;
 	ret = mlap2p_env_timeout("MLAP2P_PEER_TIMEOUT", DP_PEER_TIMEOUT_MS,
 				 &dp->peerTimeoutMs);
 	if (ret)
@@ -322,12 +330,66 @@ static int dp_describe(void *arg, const void *buf, size_t bytes,
 	size_t offset, after;
 
 	_Static_assert(sizeof(ipc) == sizeof(x->ipc), "ipc handle size");
-	if (mlap2p_region_lookup(k->dp->comm, buf, &ipc, &offset, &after) ||
-	    after < bytes)
+	if (!mlap2p_region_lookup(k->dp->comm, buf, &ipc, &offset, &after) &&
+	    after >= bytes) {
+		memcpy(x->ipc, &ipc, sizeof(x->ipc));
+		x->offset = offset;
+		return MLAP2P_DESCRIBE_HANDLE;
+	}
+	if (!k->cma)
 		return 0;
-	memcpy(x->ipc, &ipc, sizeof(x->ipc));
-	x->offset = offset;
-	return 1;
+	x->offset = (uintptr_t)buf;
+	return MLAP2P_DESCRIBE_ADDR;
+}
+
+/*
+ * Cross-memory attach: copy into the peer's process.  Its pid is the one
+ * the liveness checks watch; that it still names the peer (and the same pid
+ * namespace) is checked once against the start time the peer reported.
+ * The kernel checks ptrace access and answers -EPERM when it is refused.
+ */
+static int dp_write_peer(void *arg, uint64_t addr, const void *src,
+			 size_t bytes)
+{
+	struct dp_link *k = arg;
+	const struct ncclPeerInfo *pi = &k->dp->comm->peerInfo[k->l.peer];
+	struct iovec local = { .iov_base = (void *)src, .iov_len = bytes };
+	struct iovec remote = { .iov_base = (void *)(uintptr_t)addr,
+				.iov_len = bytes };
+	ssize_t n;
+
+	if (!k->peerChecked) {
+		uint64_t t;
+
+		k->peerChecked = !mlap2p_proc_start_time(pi->pid, &t) &&
+				 t == pi->startTime ? 1 : -1;
+		if (k->peerChecked < 0)
+			INFO(NCCL_P2P, "rank %d: pid %d is not rank %d as this process sees it; no cross-memory attach",
+			     k->dp->comm->rank, pi->pid, k->l.peer);
+	}
+	if (k->peerChecked < 0)
+		return -EPERM;
+	while (local.iov_len) {
+		n = process_vm_writev(pi->pid, &local, 1, &remote, 1, 0);
+		if (n < 0) {
+			int err = errno;
+
+			if (err == EINTR)
+				continue;
+			if (err == EPERM || err == ENOSYS)
+				INFO(NCCL_P2P, "rank %d: cannot write into rank %d (pid %d): %s; two copies from now on",
+				     k->dp->comm->rank, k->l.peer, pi->pid,
+				     strerror(err));
+			return -err;
+		}
+		if (!n)
+			return -EFAULT;
+		local.iov_base = (char *)local.iov_base + n;
+		local.iov_len -= (size_t)n;
+		remote.iov_base = (char *)remote.iov_base + n;
+		remote.iov_len -= (size_t)n;
+	}
+	return 0;
 }
 
 static int dp_resolve(void *arg, const struct mlap2p_xchg *x, void **ptr)
@@ -404,9 +466,16 @@ static struct dp_link *dp_link(struct dp *dp, int peer, int send, int *err,
 		k->l.flags |= MLAP2P_LINK_SAMEPROC;
 	if (dp->noDirect)
 		k->l.flags |= MLAP2P_LINK_NODIRECT;
+	/* A plain buffer can be offered to a peer process on this host. */
+	k->cma = !dp->noCma && !send && !conn->read &&
+		 (conn->mode == MLAP2P_CONN_DIRECT ||
+		  conn->mode == MLAP2P_CONN_IPC) &&
+		 comm->peerInfo[peer].hostHash ==
+		 comm->peerInfo[comm->rank].hostHash;
 	k->l.abortFlag = &comm->abortFlag;
 	k->l.describe = dp_describe;
 	k->l.resolve = dp_resolve;
+	k->l.write_peer = dp_write_peer;
 	k->l.arg = k;
 	k->l.head = 0;
 	k->l.tail = 0;
@@ -461,7 +530,7 @@ static void dp_complete(struct dp_link *k, int status)
 		k->qtail = NULL;
 	k->ops++;
 	if (!status && op->proto == NCCL_PROTO_SIMPLE &&
-	    op->mode != MLAP2P_MODE_FIFO)
+	    op->mode != MLAP2P_MODE_FIFO && op->mode != MLAP2P_MODE_REFUSED)
 		k->direct++;
 	if (status && !k->err)
 		k->err = status;

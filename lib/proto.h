@@ -42,8 +42,15 @@
  * *ptrExchange is the raw buffer pointer within one process (the legacy
  * P2P/direct pointer contract), MLAP2P_XCHG_HANDLE when the descriptor holds a
  * region's IPC handle and offset (across processes; the acceptor resolves it
- * through the runtime and caches the mapping), or MLAP2P_XCHG_FIFO when the
- * buffer cannot be reached and the slots carry the data.  The descriptor
+ * through the runtime and caches the mapping), MLAP2P_XCHG_ADDR when it holds
+ * the receive buffer's address in the receiver's process (write mode only:
+ * the sender writes there through link->write_peer, process_vm_writev(2)),
+ * or MLAP2P_XCHG_FIFO when the buffer cannot be reached and the slots carry
+ * the data.  A sender that may not write into the receiver's process
+ * (-EPERM or -ENOSYS on the first step, e.g. Yama's ptrace_scope) refuses
+ * an address offer: it copies through the slots and writes ~n instead of n
+ * to sizesFifo, which tells the receiver to copy out, and it refuses at once
+ * from then on (MLAP2P_LINK_NOREMOTE).  The descriptor
  * names the message's first step, so an offer can never be applied to the
  * wrong message.  The step handshake runs unchanged in every mode; in read
  * mode the sender returns only once *head shows the receiver has read all.
@@ -66,11 +73,16 @@
 /* *ptrExchange values other than a raw pointer. */
 #define MLAP2P_XCHG_FIFO	((void *)(uintptr_t)1)
 #define MLAP2P_XCHG_HANDLE	((void *)(uintptr_t)2)
+#define MLAP2P_XCHG_ADDR	((void *)(uintptr_t)3)
+
+/* What link->describe() found. */
+#define MLAP2P_DESCRIBE_HANDLE	1	/* x->ipc and x->offset: a region */
+#define MLAP2P_DESCRIBE_ADDR	2	/* x->offset: the address, write mode */
 
 struct mlap2p_xchg {
 	uint64_t step;		/* first step of the message offered */
 	uint64_t bytes;		/* bytes reachable from offset */
-	uint64_t offset;	/* into the region named by ipc */
+	uint64_t offset;	/* into the region named by ipc, or the address */
 	uint64_t pad;
 	uint8_t ipc[64];	/* the region's IPC handle */
 };
@@ -91,6 +103,7 @@ _Static_assert(MLAP2P_XCHG_OFFSET + sizeof(struct mlap2p_xchg) <= MEM_ALIGN,
 #define MLAP2P_LINK_READ	0x1	/* SIMPLE read mode: the receiver pulls */
 #define MLAP2P_LINK_SAMEPROC	0x2	/* raw pointers are valid on both ends */
 #define MLAP2P_LINK_NODIRECT	0x4	/* never offer this end's buffer */
+#define MLAP2P_LINK_NOREMOTE	0x8	/* write_peer was refused: stop trying */
 
 /*
  * One end of a connection as the engines see it.  The callbacks belong to
@@ -106,12 +119,16 @@ struct mlap2p_link {
 	const volatile uint32_t *abortFlag;	/* non-zero: give up */
 	/* 0 while the peer lives, else -errno (the caller logs who died). */
 	int (*alive)(void *arg);
-	/* Single copy: does [buf, buf+bytes) lie in a region this end can
-	 * offer?  Fill x->ipc/offset and return 1, or return 0. */
+	/* Single copy: can this end offer [buf, buf+bytes)?  Fill x and
+	 * return MLAP2P_DESCRIBE_*, or return 0. */
 	int (*describe)(void *arg, const void *buf, size_t bytes,
 			struct mlap2p_xchg *x);
 	/* Map the peer's offer to a local pointer (cached); 0 or -errno. */
 	int (*resolve)(void *arg, const struct mlap2p_xchg *x, void **ptr);
+	/* Copy bytes from src to addr in the peer's process; 0 or -errno,
+	 * -EPERM or -ENOSYS when that is not allowed at all. */
+	int (*write_peer)(void *arg, uint64_t addr, const void *src,
+			  size_t bytes);
 	void *arg;
 
 	/* engine state that outlives one message */
@@ -128,6 +145,9 @@ struct mlap2p_link {
 #define MLAP2P_MODE_FIFO	0
 #define MLAP2P_MODE_WRITE	1	/* sender writes into the peer's buffer */
 #define MLAP2P_MODE_READ	2	/* receiver reads the peer's buffer */
+#define MLAP2P_MODE_REMOTE	3	/* sender writes through write_peer */
+#define MLAP2P_MODE_REFUSED	4	/* an address offer was refused: the
+					 * slots carry the data, sizes ~n */
 
 struct mlap2p_op {
 	/* set by the caller */
@@ -149,6 +169,8 @@ struct mlap2p_op {
 	size_t off;			/* payload bytes moved so far */
 	size_t line;			/* lines done in the current step */
 	char *peerBuf;			/* the peer's buffer, single copy */
+	uint64_t peerAddr;		/* or its address, MODE_REMOTE */
+	int offeredAddr;		/* this receiver offered an address */
 };
 
 /* Per-protocol engines (lib/proto_ll.c, proto_ll128.c, proto_simple.c). */

@@ -13,7 +13,11 @@
  * names a buffer the data skips the slot: in write mode the sender copies
  * straight into the receiver's buffer, in read mode the receiver copies
  * straight out of the sender's and the sender returns only once *head says
- * it has.  The step handshake is the same in all modes.
+ * it has.  An address offer (MLAP2P_XCHG_ADDR) has the sender write each
+ * step with link->write_peer instead of memcpy; a sender that may not do so
+ * refuses it step by step through sizesFifo (~n), which the receiver
+ * recognises on the first step.  The step handshake is the same in all
+ * modes.
  */
 #include <errno.h>
 #include <string.h>
@@ -67,6 +71,8 @@ int mlap2p_simple_start(struct mlap2p_op *op)
 	op->line = 0;
 	op->mode = MLAP2P_MODE_FIFO;
 	op->peerBuf = NULL;
+	op->peerAddr = 0;
+	op->offeredAddr = 0;
 	op->state = conn->ptrExchange ? SIMPLE_XCHG : SIMPLE_STEPS;
 	return 0;
 }
@@ -78,6 +84,7 @@ static int simple_offer(struct mlap2p_op *op)
 	void **px = link->conn->ptrExchange;
 	struct mlap2p_xchg *x = simple_xchg(link->conn);
 	void *val = MLAP2P_XCHG_FIFO;
+	int kind = 0;
 
 	if (__atomic_load_n(px, __ATOMIC_ACQUIRE))
 		return MLAP2P_OP_IDLE;	/* the last offer is not taken yet */
@@ -87,9 +94,14 @@ static int simple_offer(struct mlap2p_op *op)
 	if (op->bytes && !(link->flags & MLAP2P_LINK_NODIRECT)) {
 		if (link->flags & MLAP2P_LINK_SAMEPROC)
 			val = op->buf;
-		else if (link->describe &&
-			 link->describe(link->arg, op->buf, op->bytes, x) == 1)
-			val = MLAP2P_XCHG_HANDLE;
+		else if (link->describe)
+			kind = link->describe(link->arg, op->buf, op->bytes, x);
+	}
+	if (kind == MLAP2P_DESCRIBE_HANDLE) {
+		val = MLAP2P_XCHG_HANDLE;
+	} else if (kind == MLAP2P_DESCRIBE_ADDR && !op->send) {
+		val = MLAP2P_XCHG_ADDR;
+		op->offeredAddr = 1;
 	}
 	if (val != MLAP2P_XCHG_FIFO)
 		op->mode = op->send ? MLAP2P_MODE_READ : MLAP2P_MODE_WRITE;
@@ -118,6 +130,15 @@ static int simple_accept(struct mlap2p_op *op)
 		ret = link->resolve(link->arg, x, &ptr);
 		if (ret < 0)
 			return ret;
+	} else if (val == MLAP2P_XCHG_ADDR) {
+		if (!op->send)
+			return -EPROTO;	/* only a receiver offers an address */
+		if (link->write_peer && !(link->flags & MLAP2P_LINK_NOREMOTE)) {
+			op->mode = MLAP2P_MODE_REMOTE;
+			op->peerAddr = x->offset;
+		} else {
+			op->mode = MLAP2P_MODE_REFUSED;
+		}
 	} else if (val != MLAP2P_XCHG_FIFO) {
 		ptr = val;
 	}
@@ -143,11 +164,24 @@ static int simple_send_steps(struct mlap2p_op *op)
 
 		if (!mlap2p_has_credit(link, s))
 			return moved ? MLAP2P_OP_MOVED : MLAP2P_OP_IDLE;
+		if (op->mode == MLAP2P_MODE_REMOTE) {
+			int ret = link->write_peer(link->arg, op->peerAddr + op->off,
+						   op->buf + op->off, n);
+
+			if (ret && (ret == -EPERM || ret == -ENOSYS) && !op->off) {
+				link->flags |= MLAP2P_LINK_NOREMOTE;
+				op->mode = MLAP2P_MODE_REFUSED;
+			} else if (ret) {
+				return ret;
+			}
+		}
 		if (op->mode == MLAP2P_MODE_WRITE)
 			memcpy(op->peerBuf + op->off, op->buf + op->off, n);
-		else if (op->mode == MLAP2P_MODE_FIFO)
+		else if (op->mode == MLAP2P_MODE_FIFO ||
+			 op->mode == MLAP2P_MODE_REFUSED)
 			memcpy(simple_slot(op, s), op->buf + op->off, n);
-		sizes[s % NCCL_STEPS] = (int)n;
+		sizes[s % NCCL_STEPS] = op->mode == MLAP2P_MODE_REFUSED ?
+					~(int)n : (int)n;
 		op->off += n;
 		op->step = s + 1;
 		op->left--;
@@ -175,13 +209,20 @@ static int simple_recv_steps(struct mlap2p_op *op)
 		uint64_t s = op->step;
 		size_t n = mlap2p_min(op->bytes - op->off, op->perStep);
 
+		int size;
+
 		if (!mlap2p_has_data(link, s))
 			return moved ? MLAP2P_OP_MOVED : MLAP2P_OP_IDLE;
-		if (sizes[s % NCCL_STEPS] != (int)n)
+		size = sizes[s % NCCL_STEPS];
+		/* the sender refused our address: the slots carry it all */
+		if (op->offeredAddr && !op->off && size == ~(int)n)
+			op->mode = MLAP2P_MODE_REFUSED;
+		if (size != (op->mode == MLAP2P_MODE_REFUSED ? ~(int)n : (int)n))
 			return -EPROTO;
 		if (op->mode == MLAP2P_MODE_READ)
 			memcpy(op->buf + op->off, op->peerBuf + op->off, n);
-		else if (op->mode == MLAP2P_MODE_FIFO)
+		else if (op->mode == MLAP2P_MODE_FIFO ||
+			 op->mode == MLAP2P_MODE_REFUSED)
 			memcpy(op->buf + op->off, simple_slot(op, s), n);
 		op->off += n;
 		op->step = s + 1;

@@ -20,10 +20,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <sys/uio.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
+#include <linux/capability.h>
 #include <linux/mlap2p.h>
 #include <mlap2p/dataplane.h>
 #include <mlap2p/mlap2p.h>
@@ -236,8 +240,61 @@ static size_t exact_count(void)
 struct xfer_arg {
 	int registered;
 	int expectDirect;	/* 1: some single copy, 0: none, -1: skip */
+	int refuse;		/* no rank may write into another */
 	int pair[2];		/* the two ranks that talk */
 };
+
+/*
+ * Can a process write into its sibling's memory (process_vm_writev, what
+ * the data plane does with a plain receive buffer across processes)?  Yama
+ * or a missing CONFIG_CROSS_MEMORY_ATTACH may say no; root may always.
+ */
+static int cma_between_siblings(void)
+{
+	static volatile char target = 'a';
+	char c = 'b';
+	pid_t a, b;
+	int st = 0;
+
+	a = fork();
+	if (a == 0) {
+		pause();
+		_exit(0);
+	}
+	b = fork();
+	if (b == 0) {
+		struct iovec l = { &c, 1 }, r = { (void *)&target, 1 };
+
+		_exit(process_vm_writev(a, &l, 1, &r, 1, 0) == 1 ? 0 : 1);
+	}
+	if (a < 0 || b < 0 || waitpid(b, &st, 0) != b)
+		st = 1;
+	if (a > 0) {
+		kill(a, SIGKILL);
+		waitpid(a, NULL, 0);
+	}
+	return WIFEXITED(st) && WEXITSTATUS(st) == 0;
+}
+
+/*
+ * Make cross-memory attach between the ranks impossible even for root: no
+ * rank may be ptraced (not dumpable), and none keeps CAP_SYS_PTRACE, which
+ * would override that.
+ */
+static int refuse_cma(void)
+{
+	struct __user_cap_header_struct h = {
+		.version = _LINUX_CAPABILITY_VERSION_3,
+	};
+	struct __user_cap_data_struct d[2];
+
+	if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) ||
+	    syscall(SYS_capget, &h, d))
+		return -errno;
+	d[CAP_TO_INDEX(CAP_SYS_PTRACE)].effective &=
+		~CAP_TO_MASK(CAP_SYS_PTRACE);
+	return syscall(SYS_capset, &h, d) ? -errno : 0;
+}
 
 /* For each protocol and size, pair[0] sends to pair[1] then back. */
 static int exact_body(struct job *j, int rank, struct mlap2p_comm *comm)
@@ -251,6 +308,8 @@ static int exact_body(struct job *j, int rank, struct mlap2p_comm *comm)
 
 	if (me < 0)
 		return 0;	/* a relay's host: serves, moves nothing */
+	if (a->refuse && refuse_cma())
+		return 19;
 	ret = mlap2p_connect_peers(comm, 1, 1, &other, 1, &other);
 	if (ret)
 		return 20;
@@ -322,11 +381,14 @@ FIXTURE_VARIANT(pair) {
 	int registered;
 	int read;
 	int relay;
+	int cma;		/* 1: MLAP2P_CMA=0, 2: the ranks refuse it */
 };
 
 FIXTURE_VARIANT_ADD(pair, threads) { .threads = 1 };
 FIXTURE_VARIANT_ADD(pair, threads_registered) { .threads = 1, .registered = 1 };
 FIXTURE_VARIANT_ADD(pair, procs) { .threads = 0 };
+FIXTURE_VARIANT_ADD(pair, procs_no_cma) { .cma = 1 };
+FIXTURE_VARIANT_ADD(pair, procs_cma_refused) { .cma = 2 };
 FIXTURE_VARIANT_ADD(pair, procs_registered) { .registered = 1 };
 FIXTURE_VARIANT_ADD(pair, procs_read) { .read = 1 };
 FIXTURE_VARIANT_ADD(pair, procs_read_registered) { .read = 1, .registered = 1 };
@@ -340,8 +402,17 @@ FIXTURE_SETUP(pair)
 	memset(&self->j, 0, sizeof(self->j));
 	self->j.threads = variant->threads;
 	self->a.registered = variant->registered;
-	/* Threads share pointers; processes need registered buffers. */
-	self->a.expectDirect = variant->threads || variant->registered;
+	self->a.refuse = variant->cma == 2;
+	if (variant->cma == 1)
+		setenv("MLAP2P_CMA", "0", 1);
+	/*
+	 * Threads share pointers; processes share registered buffers, and in
+	 * write mode a plain receive buffer by cross-memory attach where the
+	 * system allows it.  Relayed peers never get a plain buffer.
+	 */
+	self->a.expectDirect = variant->threads || variant->registered ||
+			       (!variant->read && !variant->relay &&
+				!variant->cma && cma_between_siblings());
 	if (variant->relay) {
 		/* 0 on core 0 and 1 on core 8 talk through rank 2 on core 4. */
 		self->j.n = 3;
@@ -361,6 +432,7 @@ FIXTURE_SETUP(pair)
 FIXTURE_TEARDOWN(pair)
 {
 	unsetenv("NCCL_P2P_READ_ENABLE");
+	unsetenv("MLAP2P_CMA");
 }
 
 TEST_F_TIMEOUT(pair, exact_sizes_every_protocol, 600)

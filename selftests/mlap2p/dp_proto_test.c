@@ -34,7 +34,41 @@ struct wire {
 	struct mlap2p_link slink, rlink;
 	uint32_t abortFlag;
 	int dead;		/* the liveness callback reports a dead peer */
+	int writeErr;		/* what wire_write_peer answers */
+	int writes;		/* wire_write_peer calls */
 };
+
+/* The receiver offers any buffer by its address (as to another process). */
+static int wire_describe_addr(void *arg, const void *buf, size_t bytes,
+			      struct mlap2p_xchg *x)
+{
+	(void)arg;
+	(void)bytes;
+	x->offset = (uintptr_t)buf;
+	return MLAP2P_DESCRIBE_ADDR;
+}
+
+/* process_vm_writev() as one process sees it: memcpy, or writeErr. */
+static int wire_write_peer(void *arg, uint64_t addr, const void *src,
+			   size_t bytes)
+{
+	struct wire *w = arg;
+
+	__atomic_fetch_add(&w->writes, 1, __ATOMIC_RELAXED);
+	if (w->writeErr)
+		return w->writeErr;
+	memcpy((void *)(uintptr_t)addr, src, bytes);
+	return 0;
+}
+
+/* Offer by address; the sender's writes answer err (0: they work). */
+static void wire_addr(struct wire *w, int err)
+{
+	w->rlink.describe = wire_describe_addr;
+	w->slink.describe = wire_describe_addr;	/* unused unless read mode */
+	w->slink.write_peer = wire_write_peer;
+	w->writeErr = err;
+}
 
 static int wire_alive(void *arg)
 {
@@ -285,6 +319,7 @@ FIXTURE_VARIANT(wire) {
 	int proto;
 	size_t ll, ll128, simple, chunk;
 	unsigned int flags;
+	int addr;		/* offer by address; 1 writes work, 2 -EPERM */
 };
 
 #define NCCL_DEFAULTS .ll = 512 * KiB, .ll128 = 4800 * KiB, .simple = 4 * MiB
@@ -326,10 +361,25 @@ FIXTURE_VARIANT_ADD(wire, simple_direct_read) {
 	.flags = MLAP2P_LINK_SAMEPROC | MLAP2P_LINK_READ,
 };
 
+FIXTURE_VARIANT_ADD(wire, simple_addr) {
+	.proto = NCCL_PROTO_SIMPLE, NCCL_DEFAULTS, .addr = 1,
+};
+
+FIXTURE_VARIANT_ADD(wire, simple_addr_refused) {
+	.proto = NCCL_PROTO_SIMPLE, NCCL_DEFAULTS, .addr = 2,
+};
+
+FIXTURE_VARIANT_ADD(wire, simple_addr_read) {
+	.proto = NCCL_PROTO_SIMPLE, NCCL_DEFAULTS, .addr = 1,
+	.flags = MLAP2P_LINK_READ,
+};
+
 FIXTURE_SETUP(wire)
 {
 	ASSERT_EQ(0, wire_init(&self->w, variant->ll, variant->ll128,
 			       variant->simple, variant->flags, variant->chunk));
+	if (variant->addr)
+		wire_addr(&self->w, variant->addr == 2 ? -EPERM : 0);
 }
 
 FIXTURE_TEARDOWN(wire)
@@ -655,6 +705,115 @@ TEST(simple_size_mismatch)
 	}
 	free(buf);
 	wire_fini(&w);
+}
+
+/* ---- single copy by address (cross-memory attach) ---------------------- */
+
+/* Move one message with both ends progressed by this thread. */
+static int exchange(struct wire *w, char *src, char *dst, size_t bytes)
+{
+	struct mlap2p_op r = {
+		.link = &w->rlink, .proto = NCCL_PROTO_SIMPLE, .send = 0,
+		.buf = dst, .bytes = bytes,
+	};
+	struct mlap2p_op snd = {
+		.link = &w->slink, .proto = NCCL_PROTO_SIMPLE, .send = 1,
+		.buf = src, .bytes = bytes,
+	};
+	struct mlap2p_op *ops[2] = { &r, &snd };
+
+	return run_ops(ops, 2);
+}
+
+static int all_zero(const char *p, size_t n)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		if (p[i])
+			return 0;
+	return 1;
+}
+
+/* Every step is one write into the receiver; the slots are never used. */
+TEST(addr_offer_writes_every_step)
+{
+	const size_t bytes = MiB + 13, chunk = 128 * KiB;
+	char *src = malloc(bytes), *dst = malloc(bytes);
+	struct wire w;
+
+	ASSERT_NE(NULL, src);
+	ASSERT_NE(NULL, dst);
+	ASSERT_EQ(0, wire_init(&w, 8 * KiB, 16 * KiB, 4 * MiB, 0, chunk));
+	wire_addr(&w, 0);
+	fill(src, bytes, 3);
+	memset(dst, 0, bytes);
+	ASSERT_EQ(0, exchange(&w, src, dst, bytes));
+	EXPECT_EQ(0, count_wrong(dst, bytes, 3));
+	EXPECT_EQ((int)((bytes + chunk - 1) / chunk), w.writes);
+	EXPECT_TRUE(all_zero(w.sconn.buffs[NCCL_PROTO_SIMPLE], 4 * MiB));
+	EXPECT_EQ(0U, w.slink.flags & MLAP2P_LINK_NOREMOTE);
+	EXPECT_EQ(w.sconn.step, w.rconn.step);
+	EXPECT_EQ((uint64_t)9, w.rconn.step);
+	wire_fini(&w);
+	free(src);
+	free(dst);
+}
+
+/*
+ * A sender that may not write into the receiver (-EPERM) sends through
+ * the slots: it tries once, then refuses every later address offer at once.
+ */
+TEST(addr_offer_refused_once)
+{
+	const size_t bytes = MiB + 13;
+	char *src = malloc(bytes), *dst = malloc(bytes);
+	struct wire w;
+	int m;
+
+	ASSERT_NE(NULL, src);
+	ASSERT_NE(NULL, dst);
+	ASSERT_EQ(0, wire_init(&w, 8 * KiB, 16 * KiB, 4 * MiB, 0, 0));
+	wire_addr(&w, -EPERM);
+	for (m = 0; m < 3; m++) {
+		fill(src, bytes, 10 + m);
+		memset(dst, 0, bytes);
+		ASSERT_EQ(0, exchange(&w, src, dst, bytes)) TH_LOG("message %d", m);
+		EXPECT_EQ(0, count_wrong(dst, bytes, 10 + m));
+		EXPECT_EQ(1, w.writes);
+		EXPECT_EQ(MLAP2P_LINK_NOREMOTE,
+			  w.slink.flags & MLAP2P_LINK_NOREMOTE);
+	}
+	/* -ENOSYS (no CONFIG_CROSS_MEMORY_ATTACH) is a refusal too. */
+	wire_fini(&w);
+	ASSERT_EQ(0, wire_init(&w, 8 * KiB, 16 * KiB, 4 * MiB, 0, 0));
+	wire_addr(&w, -ENOSYS);
+	fill(src, 5000, 20);
+	ASSERT_EQ(0, exchange(&w, src, dst, 5000));
+	EXPECT_EQ(0, count_wrong(dst, 5000, 20));
+	EXPECT_EQ(1, w.writes);
+	wire_fini(&w);
+	free(src);
+	free(dst);
+}
+
+/* Any other failure of a write is the message's error, on any step. */
+TEST(addr_write_error_fails_send)
+{
+	const size_t bytes = 300 * KiB;
+	char *src = calloc(1, bytes), *dst = calloc(1, bytes);
+	struct wire w;
+
+	ASSERT_NE(NULL, src);
+	ASSERT_NE(NULL, dst);
+	ASSERT_EQ(0, wire_init(&w, 8 * KiB, 16 * KiB, 4 * MiB, 0, 0));
+	wire_addr(&w, -EFAULT);
+	EXPECT_EQ(-EFAULT, exchange(&w, src, dst, bytes));
+	EXPECT_EQ(1, w.writes);
+	EXPECT_EQ(0U, w.slink.flags & MLAP2P_LINK_NOREMOTE);
+	wire_fini(&w);
+	free(src);
+	free(dst);
 }
 
 TEST_HARNESS_MAIN
