@@ -361,7 +361,8 @@ static int dp_write_peer(void *arg, uint64_t addr, const void *src,
 	if (!k->peerChecked) {
 		uint64_t t;
 
-		k->peerChecked = !mlap2p_proc_start_time(pi->pid, &t) &&
+		k->peerChecked = mlap2p_pid_hash(pi->pid) == pi->pidHash &&
+				 !mlap2p_proc_start_time(pi->pid, &t) &&
 				 t == pi->startTime ? 1 : -1;
 		if (k->peerChecked < 0)
 			INFO(NCCL_P2P, "rank %d: pid %d is not rank %d as this process sees it; no cross-memory attach",
@@ -681,15 +682,25 @@ static int dp_check(struct dp *dp)
 		return 0;
 	dp->nextLive = now + dp->liveEveryMs;
 	for (k = dp->active; k; k = k->activeNext) {
-		int peer = k->l.peer;
+		int peer = k->l.peer, ret;
+		const char *what;
 
-		if (!k->qhead || mlap2p_peer_alive(comm, peer) == 0)
+		if (!k->qhead)
 			continue;
-		WARN("rank %d: peer rank %d (pid %d) died; %s it failed (%zu bytes, %s, channel %d)",
-		     comm->rank, peer, comm->peerInfo[peer].pid,
-		     k->qhead->send ? "a send to" : "a receive from",
-		     k->qhead->bytes, mlap2p_proto_name(k->qhead->proto),
-		     k->l.channel);
+		ret = mlap2p_peer_alive(comm, peer);
+		if (!ret)
+			continue;
+		what = k->qhead->send ? "a send to" : "a receive from";
+		if (ret == -ESRCH)
+			WARN("rank %d: peer rank %d (pid %d) died; %s it failed (%zu bytes, %s, channel %d)",
+			     comm->rank, peer, comm->peerInfo[peer].pid, what,
+			     k->qhead->bytes, mlap2p_proto_name(k->qhead->proto),
+			     k->l.channel);
+		else	/* NET: the peer may live, but nothing reaches it */
+			WARN("rank %d: the network path to peer rank %d failed (%s); %s it failed (%zu bytes, %s, channel %d)",
+			     comm->rank, peer, strerror(-ret), what,
+			     k->qhead->bytes, mlap2p_proto_name(k->qhead->proto),
+			     k->l.channel);
 		mlap2p_comm_set_error(comm, -ECONNRESET);
 		dp_fail_link(k, -ECONNRESET);
 		/* Anything else queued for that rank fails too. */

@@ -580,9 +580,12 @@ struct mlap2p_conn *mlap2p_comm_conn(struct ncclComm *comm, int channel,
 
 /*
  * 0 while @rank's process lives (same pid and start time as at init),
- * -ESRCH once it died or its pid was reused.  Cheap: one /proc read.
+ * -ESRCH once it died or its pid was reused, or NET's -errno once the
+ * network path to it failed.  Cheap: one /proc read.
  */
 int mlap2p_peer_alive(struct ncclComm *comm, int rank);
+/* ncclPeerInfo.pidHash of @pid in this process's pid namespace. */
+uint64_t mlap2p_pid_hash(pid_t pid);
 
 /*
  * Map a region a peer exported (an IPC handle, e.g. from ptrExchange) into

@@ -54,7 +54,7 @@ static uint64_t mlap2p_host_hash(void)
 }
 
 /* hash(pid, pid namespace), as NCCL's getPidHash. */
-static uint64_t mlap2p_pid_hash(pid_t pid)
+uint64_t mlap2p_pid_hash(pid_t pid)
 {
 	char ns[256] = "";
 	ssize_t n;
