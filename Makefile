@@ -54,6 +54,9 @@ check: deps
 	$(MAKE) all
 	$(MAKE) check-host
 	$(MAKE) check-vm
+	$(MAKE) check-man
+	$(MAKE) check-install
+	$(MAKE) check-dkms
 
 # The host part: every test plain, then under ASan/UBSan, and the threaded
 # ones under TSan (the library rebuilt with the same sanitizer).  Tests that need the module
