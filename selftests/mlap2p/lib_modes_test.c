@@ -363,4 +363,105 @@ TEST_F(modes, info_lines)
 	}
 }
 
+/*
+ * The other two forms, whole lines (the thread's core, NCCL's text, the
+ * read suffix, the end of the line), in write and read mode.  Each
+ * process logs to its own file (%p); @file, if given, gets this one's.
+ */
+static void info_start(char *file, size_t n)
+{
+	char path[64];
+
+	snprintf(path, sizeof(path), "/tmp/mlap2p-info-%d.%%p.log", getpid());
+	if (file)
+		snprintf(file, n, "/tmp/mlap2p-info-%d.%d.log", getpid(),
+			 getpid());
+	setenv("NCCL_DEBUG", "INFO", 1);
+	setenv("NCCL_DEBUG_SUBSYS", "INIT,P2P", 1);
+	setenv("NCCL_DEBUG_FILE", path, 1);
+}
+
+/* How often rank @from on @core_from logs its send to @to on @channel. */
+static int info_count(const char *file, const char *mode, int channel,
+		      int from, int core_from, int to, int core_to, int read)
+{
+	char needle[192];
+
+	snprintf(needle, sizeof(needle),
+		 "[%d] NCCL INFO Channel %02d : %d[%d] -> %d[%d] via %s%s\n",
+		 core_from, channel, from, core_from, to, core_to, mode,
+		 read ? "/read" : "");
+	return grep_count(file, needle);
+}
+
+/* Threads of one process: "P2P/direct pointer", one line per channel. */
+TEST_F(modes, info_lines_direct)
+{
+	struct pair_arg a = { MLAP2P_PATH_DIRECT, variant->read };
+	int cores[2] = { CORE_A, CORE_B };
+	struct lt_rank ranks[2];
+	char file[64];
+	int c, i;
+
+	if (variant->buffsize)
+		SKIP(return, "write and read are enough");
+	info_start(file, sizeof(file));
+	ASSERT_EQ(0, lt_run_threads(2, cores, direct_rank, &a, ranks));
+
+	/* Braces: EXPECT_EQ() ... TH_LOG() is two statements. */
+	for (c = 0; c < 2; c++) {
+		for (i = 0; i < 2; i++) {
+			EXPECT_EQ(1, info_count(file, "P2P/direct pointer", c,
+						i, cores[i], 1 - i,
+						cores[1 - i], variant->read))
+				TH_LOG("%s: channel %d, rank %d", file, c, i);
+		}
+	}
+	/* Nothing else: no IPC line, no line from the receive side. */
+	EXPECT_EQ(4, grep_count(file, "via P2P/"));
+	EXPECT_EQ(0, grep_count(file, "via P2P/IPC"));
+	unlink(file);
+}
+
+/*
+ * The relay: process 0 runs rank 0 (core 0) and rank 2 (core 4, MLA 1),
+ * process 1 runs rank 1 (core 8).  Both ends name rank 2 and its core as
+ * the intermediate, "P2P/indirect/2[4]"; rank 2 connects nothing.
+ */
+TEST_F(modes, info_lines_indirect)
+{
+	struct relay_arg a = { { MLAP2P_PATH_INDIRECT, variant->read } };
+	static const int from_core[2] = { CORE_A, CORE_C };
+	struct mlap2p_unique_id id;
+	char file[2][64], mode[32];
+	struct lt_procs p;
+	int c, i;
+
+	if (variant->buffsize)
+		SKIP(return, "write and read are enough");
+	info_start(NULL, 0);
+	ASSERT_EQ(0, lt_fork(&p, 2, relay_child, &a));
+	unsetenv("NCCL_DEBUG");
+	ASSERT_EQ(0, mlap2p_get_unique_id(&id));
+	ASSERT_EQ(0, lt_procs_start(&p, &id));
+	ASSERT_EQ(0, lt_procs_wait(&p));
+
+	for (i = 0; i < 2; i++)
+		snprintf(file[i], sizeof(file[i]), "/tmp/mlap2p-info-%d.%d.log",
+			 getpid(), (int)p.pid[i]);
+	snprintf(mode, sizeof(mode), "P2P/indirect/2[%d]", CORE_B);
+	for (c = 0; c < 2; c++) {
+		for (i = 0; i < 2; i++) {
+			EXPECT_EQ(1, info_count(file[i], mode, c,
+						i, from_core[i], 1 - i,
+						from_core[1 - i], variant->read))
+				TH_LOG("%s: channel %d, rank %d", file[i], c, i);
+		}
+	}
+	for (i = 0; i < 2; i++) {
+		EXPECT_EQ(2, grep_count(file[i], "via P2P/"));
+		unlink(file[i]);
+	}
+}
+
 TEST_HARNESS_MAIN
