@@ -12,12 +12,13 @@
  * connect, and selectTransport ends in the seed's terminal error.
  *
  * Shape.  One RDM endpoint per communicator, bound to the address of the
- * bootstrap interface (NCCL_SOCKET_IFNAME).  canConnect: the local process
- * has a provider; setup: a netConnectInfo in the 128-byte ncclConnect
- * carrying the endpoint's address, the provider's name and the receiver's
- * FIFO sizes; connect: the two provider names must match (that is "both
- * peers share a provider"), the peer's address goes into the AV, and the
- * connection's memory is allocated and registered (fi_mr_reg).
+ * bootstrap interface (NCCL_SOCKET_IFNAME).  canConnect: both peers share
+ * a provider (ncclPeerInfo.netHash, from mlap2p_net_provider_hash() at
+ * init); setup: a netConnectInfo in the 128-byte ncclConnect carrying the
+ * endpoint's address, the provider's name and the receiver's FIFO sizes;
+ * connect: the two provider names must match (checked again), the peer's
+ * address goes into the AV, and the connection's memory is allocated and
+ * registered (fi_mr_reg).
  *
  * Both sides of a NET connection own a complete local FIFO, wired into the
  * connector exactly like a P2P one (buffs[], tail, head, sizesFifo), so the
@@ -184,6 +185,11 @@ int mlap2p_net_peer_alive(struct ncclComm *comm, int rank)
 {
 	(void)comm;
 	(void)rank;
+	return 0;
+}
+
+uint64_t mlap2p_net_provider_hash(void)
+{
 	return 0;
 }
 
@@ -1441,11 +1447,30 @@ static ncclResult_t netCanConnect(int *ret, struct ncclTopoSystem *topo,
 	}
 	if (topo->nRanks > NET_MAX_RANKS)
 		return ncclSuccess;
-	/* Whether the peer has the same provider is checked at connect. */
 	if (net_probe_local(prov, sizeof(prov)))
 		return ncclSuccess;
+	/* Both ends must share the provider (connect checks the names). */
+	if (!info2->netHash) {
+		INFO(NCCL_INIT | NCCL_NET, "NET %d -> %d: rank %d has no libfabric provider (or NET disabled)",
+		     info1->rank, info2->rank, info2->rank);
+		return ncclSuccess;
+	}
+	if (info2->netHash != info1->netHash) {
+		WARN("NET: ranks %d and %d share no libfabric provider: rank %d uses \"%s\", rank %d another (set MLAP2P_NET_PROVIDER or FI_PROVIDER alike everywhere)",
+		     info1->rank, info2->rank, info1->rank, prov, info2->rank);
+		return ncclSuccess;
+	}
 	*ret = 1;
 	return ncclSuccess;
+}
+
+uint64_t mlap2p_net_provider_hash(void)
+{
+	char prov[NET_PROV_MAX];
+
+	if (net_disabled() || net_probe_local(prov, sizeof(prov)) || !prov[0])
+		return 0;
+	return mlap2p_hash(prov, strlen(prov), NET_MAGIC) | 1;
 }
 
 static void net_fill_blob(struct net_comm *nc, struct ncclComm *comm,

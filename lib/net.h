@@ -34,6 +34,13 @@ struct ncclComm;
  */
 int mlap2p_net_peer_alive(struct ncclComm *comm, int rank);
 
+/*
+ * What ncclPeerInfo.netHash carries: a hash of the name of the libfabric
+ * provider NET would use from this process, never 0; 0 when NET is
+ * disabled or there is no provider.  netCanConnect() compares the two ends.
+ */
+uint64_t mlap2p_net_provider_hash(void);
+
 struct ncclConnector;
 
 /*

@@ -83,6 +83,7 @@ int mlap2p_fill_peer_info(struct ncclComm *comm, struct ncclPeerInfo *info)
 	info->node = (uint32_t)comm->cudaDev /
 		     mlap2p_topo_cores_per_node(&comm->rt->topo);
 	info->rtKind = comm->rt->kind;
+	info->netHash = mlap2p_net_provider_hash();
 	/* Which node this host is does not change who reaches whom. */
 	cfg.node = 0;
 	h = mlap2p_hash(&cfg, sizeof(cfg), info->rtKind);

@@ -61,6 +61,7 @@ struct ncclPeerInfo {
 	uint64_t startTime;	/* process start time (clock ticks), pid reuse */
 	uint32_t rtKind;	/* runtime backend (1 kmod, 2 host) */
 	uint32_t topoHash;	/* fingerprint of the locality configuration */
+	uint64_t netHash;	/* NET: its libfabric provider's name, 0 none */
 };
 
 /* The bootstrap exchange unit: one per connection, n << 7 bytes for n. */
