@@ -3,8 +3,8 @@
  * Transport selection for every edge class, under NCCL_P2P_DISABLE and
  * each NCCL_P2P_LEVEL (by name and by number).
  *
- * Six ranks (threads, host runtime, a trn2 pod of two nodes) sit so that
- * rank 0 sees every class:
+ * Six ranks (threads, a trn2 pod of two nodes) sit so that rank 0 sees
+ * every class:
  *
  *   rank  core  MLA  edge from rank 0
  *   1     1     0    LOCAL  (same MLA)
@@ -18,6 +18,12 @@
  * P2P/indirect through rank 2 for the relay) and carries a pattern; any
  * other ends in the seed's terminal error, since NET says no.  Bad values
  * of every variable the library reads are refused with their name.
+ *
+ * Ranks 0-3 live on node 0 of the trn2 defaults, so node_edge_classes
+ * runs them on the module when /dev/mlap2p exists (its CAN_ACCESS_PEER
+ * decides) and on the host runtime otherwise.  Ranks 4 and 5 need the pod,
+ * which the module's defaults do not have: every_edge_class, with all six,
+ * stays on the host runtime.
  */
 #include "lib_test.h"
 
@@ -55,8 +61,6 @@ FIXTURE_VARIANT_ADD(select, disable_wins) { .level = "POD", .disable = "1", .max
 FIXTURE_SETUP(select)
 {
 	self->dummy = 0;
-	setenv("MLAP2P_RUNTIME", "host", 1);
-	lt_host_topology();
 	if (variant->level)
 		setenv("NCCL_P2P_LEVEL", variant->level, 1);
 	if (variant->disable)
@@ -114,7 +118,14 @@ static int sel_ask(struct lt_rank *r, int max)
 	struct ncclComm *comm = mlap2p_nccl(r->comm);
 	int peer, ok;
 
-	for (peer = 1; peer < NR; peer++) {
+	/* The module's answers in the VM, not the host runtime's. */
+	if (lt_check_runtime(r->comm)) {
+		snprintf(r->msg, sizeof(r->msg), "runtime %s, not %s",
+			 mlap2p_rt_kind_name(comm->rt->kind),
+			 getenv("MLAP2P_RUNTIME"));
+		return 69;
+	}
+	for (peer = 1; peer < r->nranks; peer++) {
 		if (comm->topo->edge[peer] != sel_edge[peer])
 			return 70;
 		if (p2pTransport.canConnect(&ok, comm->topo, NULL,
@@ -147,7 +158,7 @@ static int sel_rank(struct lt_rank *r)
 		return 1;
 	if (r->rank == 0) {
 		ret = sel_ask(r, *max);
-		for (peer = 1; peer < NR && !ret; peer++)
+		for (peer = 1; peer < r->nranks && !ret; peer++)
 			ret = sel_pair(r, peer, *max);
 	} else {
 		ret = sel_pair(r, r->rank, *max);
@@ -157,12 +168,24 @@ static int sel_rank(struct lt_rank *r)
 	return ret;
 }
 
+/* Host runtime: cores 64 and 68 (node 1) exist only with the pod. */
 TEST_F(select, every_edge_class)
 {
 	struct lt_rank ranks[NR];
 	int max = variant->max;
 
+	lt_host_topology();
 	ASSERT_EQ(0, lt_run_threads(NR, sel_cores, sel_rank, &max, ranks));
+}
+
+/* LOCAL, D2D and RELAY: the module's answers in the VM. */
+TEST_F(select, node_edge_classes)
+{
+	struct lt_rank ranks[4];
+	int max = variant->max;
+
+	LT_NODE_TOPOLOGY();
+	ASSERT_EQ(0, lt_run_threads(4, sel_cores, sel_rank, &max, ranks));
 }
 
 /* A relay needs a rank on the intermediate MLA; without one, no P2P. */
@@ -186,8 +209,7 @@ TEST(relay_without_intermediate_rank)
 	int cores[2] = { 0, 8 };
 	struct lt_rank ranks[2];
 
-	lt_host_topology();
-	setenv("MLAP2P_RUNTIME", "host", 1);
+	LT_NODE_TOPOLOGY();
 	ASSERT_EQ(0, lt_run_threads(2, cores, relay_alone_rank, NULL, ranks));
 }
 
@@ -222,6 +244,7 @@ FIXTURE_VARIANT_ADD(badenv, node) { "MLAP2P_NODE", "7" };
 FIXTURE_VARIANT_ADD(badenv, devices) { "MLAP2P_DEVICES", "15" };
 FIXTURE_VARIANT_ADD(badenv, ifname) { "NCCL_SOCKET_IFNAME", "=nosuchif0" };
 
+/* Host runtime: only it reads MLAP2P_FAMILY .. MLAP2P_DEVICES. */
 FIXTURE_SETUP(badenv)
 {
 	self->dummy = 0;

@@ -25,6 +25,7 @@
 #include <dirent.h>
 #include <pthread.h>
 #include <sched.h>
+#include <strings.h>
 
 #include "mlap2p_test.h"
 #include "internal.h"
@@ -44,20 +45,93 @@ static inline void lt_small_buffers(void)
 	setenv("NCCL_BUFFSIZE", "256K", 1);
 }
 
-/* Host runtime with a trn2 pod of two nodes: every edge class exists. */
+/* What every P2P selection test sets, whatever the runtime. */
+static inline void lt_p2p_only(void)
+{
+	setenv("MLAP2P_BOOTSTRAP_TIMEOUT", "20s", 1);
+	/* These tests pin P2P and the seed's terminal error; NET, which
+	 * would take every pair P2P cannot, has net_test and net_hosts.sh. */
+	setenv("MLAP2P_NET_DISABLE", "1", 1);
+	lt_small_buffers();
+}
+
+/*
+ * Host runtime with a trn2 pod of two nodes: every edge class exists.
+ * Only for cases that need the pod (POD and NONE edges, cores 64 and up):
+ * the module, as the VM lane loads it, has no pod.
+ */
 static inline void lt_host_topology(void)
 {
 	setenv("MLAP2P_FAMILY", "trn2", 1);
 	setenv("MLAP2P_POD", "p2p", 1);
 	setenv("MLAP2P_POD_NODES", "2", 1);
-	setenv("MLAP2P_BOOTSTRAP_TIMEOUT", "20s", 1);
-	/* These tests pin P2P and the seed's terminal error; NET, which
-	 * would take every pair P2P cannot, has net_test and net_hosts.sh. */
-	setenv("MLAP2P_NET_DISABLE", "1", 1);
-	if (!getenv("MLAP2P_RUNTIME"))
-		setenv("MLAP2P_RUNTIME", "host", 1);
-	lt_small_buffers();
+	setenv("MLAP2P_RUNTIME", "host", 1);
+	lt_p2p_only();
 }
+
+/*
+ * Node 0 of the trn2 defaults (16 MLAs on a 4x4 torus, LNC 2: cores 4m to
+ * 4m + 3 on MLA m), the module's defaults, with which the VM lane loads
+ * it.  With /dev/mlap2p the ranks use the module, so its CAN_ACCESS_PEER
+ * and edge answers decide; without it, the host runtime with that family
+ * and no pod.  An MLAP2P_RUNTIME already set wins.  NULL, or why the
+ * loaded module cannot serve these cases (the caller skips).
+ */
+static inline const char *lt_node_topology(void)
+{
+	static const char *const host_vars[] = {
+		"MLAP2P_DEVICES", "MLAP2P_CORES_PER_DEVICE", "MLAP2P_LNC",
+		"MLAP2P_POD", "MLAP2P_POD_NODES", "MLAP2P_NODE",
+	};
+	static char why[192];
+	struct mlap2p_info info;
+	const char *rt;
+	size_t i;
+	int fd, ret;
+
+	lt_p2p_only();
+	setenv("MLAP2P_FAMILY", "trn2", 1);
+	for (i = 0; i < ARRAY_SIZE(host_vars); i++)
+		unsetenv(host_vars[i]);
+	rt = getenv("MLAP2P_RUNTIME");
+	if (!rt || !*rt || !strcasecmp(rt, "auto")) {
+		rt = access(MLAP2P_DEVICE_PATH, F_OK) ? "host" : "kmod";
+		setenv("MLAP2P_RUNTIME", rt, 1);
+	}
+	if (strcasecmp(rt, "kmod"))
+		return NULL;
+	/* Let the library say what is wrong with the device itself. */
+	fd = mlap2p_dev_open();
+	if (fd < 0)
+		return NULL;
+	ret = mlap2p_get_info(fd, &info);
+	close(fd);
+	if (ret || (info.family == MLAP2P_FAMILY_TRN2 &&
+		    info.num_devices == 16 && info.cores_per_device == 8 &&
+		    info.lnc == 2 && info.node == 0))
+		return NULL;
+	snprintf(why, sizeof(why),
+		 "needs the module's default topology (trn2, 16 MLAs, 8 cores, LNC 2, node 0), not %s, %u MLAs, %u cores, LNC %u, node %u",
+		 mlap2p_topo_family_name(info.family) ?: "?", info.num_devices,
+		 info.cores_per_device, info.lnc, info.node);
+	return why;
+}
+
+/* The communicator runs on the runtime MLAP2P_RUNTIME names: 0 or 1. */
+static inline int lt_check_runtime(struct mlap2p_comm *api)
+{
+	const char *want = getenv("MLAP2P_RUNTIME");
+	const char *kind = mlap2p_rt_kind_name(mlap2p_nccl(api)->rt->kind);
+
+	return want && !strcasecmp(kind, want) ? 0 : 1;
+}
+
+#define LT_NODE_TOPOLOGY() do {						\
+	const char *why_ = lt_node_topology();				\
+									\
+	if (why_)							\
+		SKIP(return, "%s", why_);				\
+} while (0)
 
 /*
  * Test children leave with _exit(), which skips LeakSanitizer's exit-time
