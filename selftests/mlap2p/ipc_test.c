@@ -3,8 +3,10 @@
  * ipc_test: IPC handles between files and between processes.
  *
  * Forged handles (random bytes, every single bit of a valid handle
- * flipped), handles of freed regions, credentials (another uid gets
- * -EACCES; CAP_IPC_OWNER may open another uid's region), and data moving
+ * flipped), handles of freed regions, exporting an imported handle
+ * (-EINVAL), credentials (another uid gets -EACCES; CAP_IPC_OWNER may open
+ * another uid's region; a second export under another euid or user
+ * namespace gets -EACCES), and data moving
  * through a region shared by two processes: the exporter's pattern read by
  * a freshly forked importer that answers back, the owner exiting under an
  * importer's mapping, read-only imports, several importers at once.
@@ -15,7 +17,6 @@
  */
 #include "mlap2p_test.h"
 
-#include <sched.h>
 #include <sys/random.h>
 
 FIXTURE(ipc) {
@@ -280,6 +281,56 @@ TEST_F(ipc, owner_file_close_ends_new_opens)
 		assert_counters_back(_metadata, &self->base);
 }
 
+/*
+ * Only the owner exports: an imported handle gives -EINVAL, in another file
+ * or in the owner's own, either kind, and still once the owner is gone.
+ * Nothing is exported and the import stays as it was.
+ */
+TEST_F(ipc, imported_handle_cannot_be_exported)
+{
+	__u8 ipc[MLAP2P_IPC_HANDLE_SIZE], again[MLAP2P_IPC_HANDLE_SIZE];
+	struct mlap2p_counters before, now;
+	struct mlap2p_region_info r;
+	struct mlap2p_mem_alloc a;
+	struct mlap2p_ipc_open o, o_own;
+	int fd2;
+
+	fd2 = mlap2p_dev_open();
+	ASSERT_LE(0, fd2);
+	ASSERT_EQ(0, make_region(self->fd, self->mla, self->page, 9, 0, &a,
+				 ipc));
+	ASSERT_EQ(0, mlap2p_import(fd2, ipc, &o));
+	ASSERT_EQ(0, mlap2p_import(self->fd, ipc, &o_own));
+	if (self->counters)
+		ASSERT_EQ(0, mlap2p_counters_read(&before));
+
+	EXPECT_EQ(-EINVAL, mlap2p_export(fd2, o.handle, 0, again));
+	EXPECT_EQ(-EINVAL, mlap2p_export(fd2, o.handle, MLAP2P_IPC_F_RDONLY,
+					 again));
+	EXPECT_EQ(-EINVAL, mlap2p_export(self->fd, o_own.handle, 0, again));
+	if (self->counters) {
+		ASSERT_EQ(0, mlap2p_counters_read(&now));
+		EXPECT_EQ(before.exports, now.exports);
+	}
+	ASSERT_EQ(0, mlap2p_region_info(fd2, o.handle, &r));
+	EXPECT_EQ((__u32)MLAP2P_REGION_IMPORTED, r.kind);
+	EXPECT_EQ(2U, r.importers);
+
+	/* The owner handle of the same region, same flags, does export. */
+	ASSERT_EQ(0, mlap2p_export(self->fd, a.handle, 0, again));
+	EXPECT_EQ(0, memcmp(ipc, again, sizeof(ipc)));
+
+	/* With the owner gone the importer holds the region, still -EINVAL. */
+	ASSERT_EQ(0, mlap2p_free(self->fd, a.handle));
+	EXPECT_EQ(-EINVAL, mlap2p_export(fd2, o.handle, 0, again));
+
+	EXPECT_EQ(0, mlap2p_close_handle(self->fd, o_own.handle));
+	EXPECT_EQ(0, mlap2p_close_handle(fd2, o.handle));
+	close(fd2);
+	if (self->counters)
+		assert_counters_back(_metadata, &self->base);
+}
+
 /* ------------------------------------------------------------------ */
 /* Credentials                                                        */
 /* ------------------------------------------------------------------ */
@@ -361,21 +412,13 @@ static int child_other_userns(int rd, int wr, void *arg)
 {
 	const __u8 *ipc = arg;
 	struct mlap2p_ipc_open o;
-	int fd, map, ret;
+	int fd, ret;
 
 	(void)rd;
 	(void)wr;
-	if (unshare(CLONE_NEWUSER))
-		return errno == EINVAL || errno == EPERM || errno == ENOSPC ?
-		       MLAP2P_KSFT_SKIP :
-		       mlap2p_child_fail(10, "unshare: %s", strerror(errno));
-	map = open("/proc/self/uid_map", O_WRONLY | O_CLOEXEC);
-	if (map < 0 || write(map, "0 0 1\n", 6) != 6)
-		return mlap2p_child_fail(11, "uid_map: %s", strerror(errno));
-	close(map);
-	if (geteuid() != 0)
-		return mlap2p_child_fail(12, "euid %d in the new namespace",
-					 (int)geteuid());
+	ret = mlap2p_enter_userns_root(10);
+	if (ret)
+		return ret;
 	fd = mlap2p_dev_open();
 	if (fd < 0)
 		return mlap2p_child_fail(13, "open: %s", strerror(errno));
@@ -403,6 +446,126 @@ TEST_F(ipc, other_user_namespace_gets_eacces)
 	EXPECT_EQ(0, ret);
 out:
 	EXPECT_EQ(0, mlap2p_free(self->fd, a.handle));
+}
+
+/*
+ * A region answers to the credentials of its first export.  The child
+ * shares the parent's file (a file shared by fork shares its handles) and
+ * has other credentials: another euid (nobody), or euid 0 in another user
+ * namespace.  Region a was exported by the parent first, region b not yet.
+ */
+enum other_creds { AS_NOBODY, AS_OTHER_USERNS };
+
+struct second_export {
+	enum other_creds how;
+	int fd;			/* the parent's file */
+	__u32 a, b;		/* its owned handles */
+	__u8 ipc_b[MLAP2P_IPC_HANDLE_SIZE];
+};
+
+static int child_second_export(int rd, int wr, void *arg)
+{
+	struct second_export *se = arg;
+	__u8 ipc[MLAP2P_IPC_HANDLE_SIZE];
+	int ret;
+
+	(void)rd;
+	if (se->how == AS_NOBODY) {
+		if (mlap2p_become_nobody())
+			return mlap2p_child_fail(10, "cannot become nobody: %s",
+						 strerror(errno));
+		if (geteuid() != 65534)
+			return mlap2p_child_fail(11, "euid %d",
+						 (int)geteuid());
+	} else {
+		ret = mlap2p_enter_userns_root(12);
+		if (ret)
+			return ret;
+	}
+	/* Either kind: the first export fixed the credentials. */
+	ret = mlap2p_export(se->fd, se->a, 0, ipc);
+	if (ret != -EACCES)
+		return mlap2p_child_fail(15, "second export: %d", ret);
+	ret = mlap2p_export(se->fd, se->a, MLAP2P_IPC_F_RDONLY, ipc);
+	if (ret != -EACCES)
+		return mlap2p_child_fail(16, "second read-only export: %d",
+					 ret);
+	/* The same file and credentials export a region not yet exported. */
+	ret = mlap2p_export(se->fd, se->b, 0, ipc);
+	if (ret)
+		return mlap2p_child_fail(17, "first export: %d", ret);
+	if (mlap2p_write_full(wr, ipc, sizeof(ipc)))
+		return mlap2p_child_fail(18, "write handle");
+	return 0;
+}
+
+static void second_export_refused(struct __test_metadata *_metadata,
+				  FIXTURE_DATA(ipc) *self,
+				  enum other_creds how)
+{
+	__u8 ipc_a[MLAP2P_IPC_HANDLE_SIZE], again[MLAP2P_IPC_HANDLE_SIZE];
+	struct mlap2p_counters before, now;
+	struct mlap2p_mem_alloc a, b;
+	struct mlap2p_ipc_open o;
+	struct second_export se;
+	struct peer p;
+	int ret;
+
+	ASSERT_EQ(0, make_region(self->fd, self->mla, self->page, 10, 0, &a,
+				 ipc_a));
+	ASSERT_EQ(0, mlap2p_alloc(self->fd, self->page, self->mla, &b));
+	if (self->counters)
+		ASSERT_EQ(0, mlap2p_counters_read(&before));
+	se.how = how;
+	se.fd = self->fd;
+	se.a = a.handle;
+	se.b = b.handle;
+
+	ASSERT_EQ(0, peer_start(&p, -1, child_second_export, &se));
+	ret = mlap2p_read_full(p.rd, se.ipc_b, sizeof(se.ipc_b));
+	if (ret) {
+		ret = peer_finish(&p);
+		if (ret == MLAP2P_KSFT_SKIP)
+			SKIP(goto out, "no user namespaces here");
+		ASSERT_EQ(0, ret);
+	}
+	EXPECT_EQ(0, peer_finish(&p));
+
+	/* Only the child's export of b counted. */
+	if (self->counters) {
+		ASSERT_EQ(0, mlap2p_counters_read(&now));
+		EXPECT_EQ(before.exports + 1, now.exports);
+	}
+	/* a is still the parent's: same handle, and it opens. */
+	ASSERT_EQ(0, mlap2p_export(self->fd, a.handle, 0, again));
+	EXPECT_EQ(0, memcmp(ipc_a, again, sizeof(again)));
+	ASSERT_EQ(0, mlap2p_import(self->fd, ipc_a, &o));
+	EXPECT_EQ(0, mlap2p_close_handle(self->fd, o.handle));
+	/* b is the child's now: the parent is the other one. */
+	EXPECT_EQ(-EACCES, mlap2p_export(self->fd, b.handle, 0, again));
+	EXPECT_EQ(-EACCES, mlap2p_export(self->fd, b.handle,
+					  MLAP2P_IPC_F_RDONLY, again));
+	if (self->counters) {
+		ASSERT_EQ(0, mlap2p_counters_read(&now));
+		EXPECT_EQ(before.exports + 2, now.exports);
+	}
+out:
+	EXPECT_EQ(0, mlap2p_free(self->fd, a.handle));
+	EXPECT_EQ(0, mlap2p_free(self->fd, b.handle));
+}
+
+TEST_F(ipc, second_export_by_other_euid_gets_eacces)
+{
+	if (geteuid() != 0)
+		SKIP(return, "needs root to switch to uid 65534");
+	second_export_refused(_metadata, self, AS_NOBODY);
+}
+
+TEST_F(ipc, second_export_from_other_user_namespace_gets_eacces)
+{
+	if (geteuid() != 0)
+		SKIP(return, "needs root to map uid 0 into a user namespace");
+	second_export_refused(_metadata, self, AS_OTHER_USERNS);
 }
 
 /*

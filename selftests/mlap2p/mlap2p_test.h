@@ -531,6 +531,35 @@ static inline int mlap2p_become_nobody(void)
 	return 0;
 }
 
+#ifndef CLONE_NEWUSER
+#define CLONE_NEWUSER	0x10000000	/* <sched.h> has it with _GNU_SOURCE */
+#endif
+
+/*
+ * In a forked child: unshare a user namespace and map its uid 0 to uid 0
+ * outside, so the euid (as a kuid) stays root's while every capability now
+ * holds only over the new namespace.  0 on success; MLAP2P_KSFT_SKIP when
+ * user namespaces are not available here; @fail (after a diagnostic) when
+ * a later step fails.  Needs root outside to write the map.
+ */
+static inline int mlap2p_enter_userns_root(int fail)
+{
+	int map;
+
+	if (syscall(SYS_unshare, CLONE_NEWUSER))
+		return errno == EINVAL || errno == EPERM || errno == ENOSPC ?
+		       MLAP2P_KSFT_SKIP :
+		       mlap2p_child_fail(fail, "unshare: %s", strerror(errno));
+	map = open("/proc/self/uid_map", O_WRONLY | O_CLOEXEC);
+	if (map < 0 || write(map, "0 0 1\n", 6) != 6)
+		return mlap2p_child_fail(fail, "uid_map: %s", strerror(errno));
+	close(map);
+	if (geteuid() != 0)
+		return mlap2p_child_fail(fail, "euid %d in the new namespace",
+					 (int)geteuid());
+	return 0;
+}
+
 /* Fill @len bytes at @p with a pattern derived from @seed and the offset. */
 static inline void mlap2p_fill(void *p, size_t len, uint32_t seed)
 {
