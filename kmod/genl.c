@@ -400,6 +400,18 @@ static int mlap2p_genl_set_topo(struct sk_buff *skb, struct genl_info *info)
 	u64 capacity = 0;
 	int ret;
 
+	/*
+	 * What GENL_ADMIN_PERM would check (the family lives in init_net
+	 * only, so over the initial user namespace, and of the socket's
+	 * opener too), but here it can say why.  The core has validated
+	 * the attributes by now.
+	 */
+	if (!netlink_capable(skb, CAP_NET_ADMIN)) {
+		NL_SET_ERR_MSG(info->extack,
+			       "changing the topology needs CAP_NET_ADMIN");
+		return -EPERM;
+	}
+
 	mutex_lock(&mlap2p_genl_set_lock);
 	if (!mlap2p_genl_topo_build(info, &base, &t)) {
 		NL_SET_ERR_MSG(info->extack, "no topology attribute given");
@@ -829,8 +841,8 @@ static const struct genl_ops mlap2p_genl_ops[] = {
 		.dumpit		= mlap2p_genl_dump_topo,
 	},
 	{
+		/* No GENL_ADMIN_PERM: the handler checks, with a message. */
 		.cmd		= MLAP2P_CMD_SET_TOPO,
-		.flags		= GENL_ADMIN_PERM,
 		.doit		= mlap2p_genl_set_topo,
 		.policy		= mlap2p_set_topo_policy,
 		.maxattr	= ARRAY_SIZE(mlap2p_set_topo_policy) - 1,

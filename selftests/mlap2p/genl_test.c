@@ -6,7 +6,8 @@
  * merge rule, and every rejection with its errno and extack: nothing to
  * set, out-of-range values (-ERANGE), wrong lengths and unknown attributes
  * (-EINVAL), inconsistent topologies (-EINVAL, the blamed attribute's
- * offset), no CAP_NET_ADMIN (-EPERM) and live regions (-EBUSY).
+ * offset), no CAP_NET_ADMIN over the initial user namespace (-EPERM and
+ * its message) and live regions (-EBUSY).
  *
  * The fixture saves the topology and every test that changes it puts it
  * back in the teardown.  Region tests are in genl_region_test.c, events in
@@ -554,16 +555,35 @@ TEST_F(genl, set_topo_busy_while_a_region_lives)
 	EXPECT_EQ(t.capacity, now.capacity);
 }
 
-/* In a child as nobody: what SET_TOPO and the getters answer. */
-static int unprivileged_child(void)
+#define NEEDS_NET_ADMIN	"changing the topology needs CAP_NET_ADMIN"
+
+/*
+ * Who the child becomes: nobody (no capabilities at all), or root of a new
+ * user namespace (every capability, but only over that namespace, while
+ * the family lives in the initial network namespace, owned by the initial
+ * user namespace).
+ */
+enum unpriv { AS_NOBODY, AS_USERNS_ROOT };
+
+/*
+ * In a child without CAP_NET_ADMIN over the initial user namespace: what
+ * SET_TOPO and the getters answer.  A refused SET_TOPO says why, and
+ * blames no attribute.
+ */
+static int unprivileged_child(enum unpriv how)
 {
 	struct gt_sock s;
 	struct gt_topo t;
 	struct gt_msg m;
 	int ret;
 
-	if (gt_become_nobody())
+	if (how == AS_NOBODY && gt_become_nobody())
 		return 10;
+	if (how == AS_USERNS_ROOT) {
+		ret = mlap2p_enter_userns_root(16);
+		if (ret)
+			return ret;
+	}
 	if (gt_connect(&s))
 		return 11;
 	if (gt_get_topo(&s, &t) || t.missing)
@@ -572,7 +592,10 @@ static int unprivileged_child(void)
 	t.lnc = 1;
 	ret = gt_set_topo(&s, &t);
 	if (ret != -EPERM)
-		return 13;
+		return mlap2p_child_fail(13, "SET_TOPO: %d", ret);
+	if (strcmp(s.ext.msg, NEEDS_NET_ADMIN) || s.ext.offs)
+		return mlap2p_child_fail(15, "extack \"%s\" offset %u",
+					 s.ext.msg, s.ext.offs);
 	gt_cmd(&s, &m, MLAP2P_CMD_GET_STATS, 0);
 	if (gt_request(&s, &m, NULL, NULL))
 		return 14;
@@ -580,23 +603,40 @@ static int unprivileged_child(void)
 	return 0;
 }
 
-TEST_F(genl, set_topo_needs_cap_net_admin)
+static void set_topo_refused(struct __test_metadata *_metadata,
+			     FIXTURE_DATA(genl) *self, enum unpriv how)
 {
 	struct gt_topo now;
-	int status;
 	pid_t pid;
+	int ret;
 
-	if (geteuid() != 0)
-		SKIP(return, "needs root to drop to nobody");
+	fflush(stdout);
+	fflush(stderr);
 	pid = fork();
 	ASSERT_LE(0, pid);
 	if (pid == 0)
-		_exit(unprivileged_child());
-	ASSERT_EQ(pid, waitpid(pid, &status, 0));
-	ASSERT_TRUE(WIFEXITED(status));
-	EXPECT_EQ(0, WEXITSTATUS(status));
+		_exit(unprivileged_child(how));
+	ret = mlap2p_wait(pid);
+	if (how == AS_USERNS_ROOT && ret == MLAP2P_KSFT_SKIP)
+		SKIP(return, "no user namespaces here");
+	EXPECT_EQ(0, ret);
 	ASSERT_EQ(0, gt_get_topo(&self->s, &now));
 	EXPECT_EQ(self->saved.generation, now.generation);
+}
+
+TEST_F(genl, set_topo_needs_cap_net_admin)
+{
+	if (geteuid() != 0)
+		SKIP(return, "needs root to drop to nobody");
+	set_topo_refused(_metadata, self, AS_NOBODY);
+}
+
+/* CAP_NET_ADMIN over a child user namespace is not enough. */
+TEST_F(genl, set_topo_needs_cap_net_admin_in_the_initial_userns)
+{
+	if (geteuid() != 0)
+		SKIP(return, "needs root to map uid 0 into a user namespace");
+	set_topo_refused(_metadata, self, AS_USERNS_ROOT);
 }
 
 MLAP2P_TEST_MAIN
