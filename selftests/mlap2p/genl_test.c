@@ -254,37 +254,112 @@ static int get_stats(struct gt_sock *gs, struct stats *s)
 	return gt_request(gs, &m, stats_cb, s);
 }
 
+/* A STAT_* attribute and the sysfs counter it reports. */
+static const struct {
+	int attr;
+	size_t off;
+} stat_sysfs[] = {
+#define STAT_SYSFS(a, f) \
+	{ MLAP2P_A_STAT_##a, offsetof(struct mlap2p_counters, f) }
+	STAT_SYSFS(ALLOCS, allocs), STAT_SYSFS(FREES, frees),
+	STAT_SYSFS(EXPORTS, exports), STAT_SYSFS(OPENS, opens),
+	STAT_SYSFS(CLOSES, closes), STAT_SYSFS(REJECTED, rejected),
+	STAT_SYSFS(LIVE_REGIONS, live_regions),
+	STAT_SYSFS(LIVE_BYTES, live_bytes),
+	STAT_SYSFS(LIVE_MAPPINGS, live_mappings),
+	STAT_SYSFS(HWM_BYTES, hwm_bytes),
+#undef STAT_SYSFS
+};
+
+/*
+ * GET_STATS again; of the event counters (ALLOCS to REJECTED) exactly
+ * @attr moved since @prev, by one; and every counter equals its sysfs
+ * file (when sysfs is there).  @prev becomes the new reading.
+ */
+static void stats_step(struct __test_metadata *_metadata, struct gt_sock *gs,
+		       struct stats *prev, int attr)
+{
+	struct mlap2p_counters c;
+	struct stats now;
+	size_t k;
+	int i;
+
+	ASSERT_EQ(0, get_stats(gs, &now));
+	for (i = MLAP2P_A_STAT_ALLOCS; i <= MLAP2P_A_STAT_REJECTED; i++) {
+		EXPECT_EQ(prev->v[i] + (i == attr), now.v[i]) {
+			TH_LOG("counter %d, after a step that moves %d", i,
+			       attr);
+		}
+	}
+	if (!mlap2p_counters_read(&c)) {
+		for (k = 0; k < sizeof(stat_sysfs) / sizeof(stat_sysfs[0]);
+		     k++) {
+			__u64 v;
+
+			memcpy(&v, (const char *)&c + stat_sysfs[k].off,
+			       sizeof(v));
+			EXPECT_EQ(v, now.v[stat_sysfs[k].attr]) {
+				TH_LOG("counter %d against sysfs",
+				       stat_sysfs[k].attr);
+			}
+		}
+	}
+	*prev = now;
+}
+
+/*
+ * Each call moves its own counter by one and no other: allocate, export,
+ * open, a rejected open, close, free.
+ */
 TEST_F(genl, get_stats_follows_alloc_and_free)
 {
 	__u32 mla = mlap2p_local_mla(&self->info), i;
-	struct stats before, during, after;
+	__u8 ipc[MLAP2P_IPC_HANDLE_SIZE];
+	struct stats before, st;
 	struct mlap2p_mem_alloc a;
+	struct mlap2p_ipc_open o, refused;
+	int fd2;
 
 	ASSERT_EQ(0, get_stats(&self->s, &before));
 	EXPECT_EQ(10, before.have);
 	EXPECT_EQ((int)self->info.num_devices, before.nr_devs);
 	for (i = 0; i < (__u32)before.nr_devs; i++)
 		EXPECT_EQ(mla + i, before.dev_mla[i]);
+	st = before;
+	stats_step(_metadata, &self->s, &st, 0);
 
 	ASSERT_EQ(0, mlap2p_alloc(self->fd, 1 << 20, mla + 1, &a));
-	ASSERT_EQ(0, get_stats(&self->s, &during));
-	EXPECT_EQ(before.v[MLAP2P_A_STAT_ALLOCS] + 1,
-		  during.v[MLAP2P_A_STAT_ALLOCS]);
+	stats_step(_metadata, &self->s, &st, MLAP2P_A_STAT_ALLOCS);
 	EXPECT_EQ(before.v[MLAP2P_A_STAT_LIVE_REGIONS] + 1,
-		  during.v[MLAP2P_A_STAT_LIVE_REGIONS]);
+		  st.v[MLAP2P_A_STAT_LIVE_REGIONS]);
 	EXPECT_EQ(before.v[MLAP2P_A_STAT_LIVE_BYTES] + a.alloc_size,
-		  during.v[MLAP2P_A_STAT_LIVE_BYTES]);
-	EXPECT_LE(during.v[MLAP2P_A_STAT_LIVE_BYTES],
-		  during.v[MLAP2P_A_STAT_HWM_BYTES]);
-	EXPECT_EQ(before.dev_used[1] + a.alloc_size, during.dev_used[1]);
+		  st.v[MLAP2P_A_STAT_LIVE_BYTES]);
+	EXPECT_LE(st.v[MLAP2P_A_STAT_LIVE_BYTES], st.v[MLAP2P_A_STAT_HWM_BYTES]);
+	EXPECT_EQ(before.dev_used[1] + a.alloc_size, st.dev_used[1]);
+
+	ASSERT_EQ(0, mlap2p_export(self->fd, a.handle, 0, ipc));
+	stats_step(_metadata, &self->s, &st, MLAP2P_A_STAT_EXPORTS);
+
+	fd2 = mlap2p_dev_open();
+	ASSERT_LE(0, fd2);
+	ASSERT_EQ(0, mlap2p_import(fd2, ipc, &o));
+	stats_step(_metadata, &self->s, &st, MLAP2P_A_STAT_OPENS);
+
+	ipc[MLAP2P_IPC_HANDLE_SIZE / 2 - 1] ^= 1;	/* in the secret */
+	EXPECT_EQ(-ENOENT, mlap2p_import(fd2, ipc, &refused));
+	stats_step(_metadata, &self->s, &st, MLAP2P_A_STAT_REJECTED);
+
+	ASSERT_EQ(0, mlap2p_close_handle(fd2, o.handle));
+	close(fd2);
+	stats_step(_metadata, &self->s, &st, MLAP2P_A_STAT_CLOSES);
 
 	ASSERT_EQ(0, mlap2p_free(self->fd, a.handle));
-	ASSERT_EQ(0, get_stats(&self->s, &after));
-	EXPECT_EQ(before.v[MLAP2P_A_STAT_FREES] + 1,
-		  after.v[MLAP2P_A_STAT_FREES]);
+	stats_step(_metadata, &self->s, &st, MLAP2P_A_STAT_FREES);
 	EXPECT_EQ(before.v[MLAP2P_A_STAT_LIVE_REGIONS],
-		  after.v[MLAP2P_A_STAT_LIVE_REGIONS]);
-	EXPECT_EQ(before.dev_used[1], after.dev_used[1]);
+		  st.v[MLAP2P_A_STAT_LIVE_REGIONS]);
+	EXPECT_EQ(before.v[MLAP2P_A_STAT_LIVE_BYTES],
+		  st.v[MLAP2P_A_STAT_LIVE_BYTES]);
+	EXPECT_EQ(before.dev_used[1], st.dev_used[1]);
 }
 
 TEST_F(genl, get_stats_rejects_attributes)
