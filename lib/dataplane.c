@@ -32,7 +32,7 @@
 
 /* Defaults; docs/performance.md has the measurements behind them. */
 #define DP_LL_MAX		32UL		/* LL up to this many bytes */
-#define DP_LL128_MAX		(256UL << 10)	/* then LL128 up to this */
+#define DP_LL128_MAX		(4UL << 10)	/* then LL128 up to this */
 #define DP_CHUNK		(128UL << 10)	/* SIMPLE bytes per step */
 #define DP_PEER_TIMEOUT_MS	5000
 #define DP_MAX_COMMS		64		/* for the dump signal */
