@@ -250,6 +250,8 @@ static inline int lt_fork(struct lt_procs *p, int n,
 
 		if (pipe(fds))
 			return -errno;
+		/* The child's diagnostics, and nothing of ours twice. */
+		fflush(NULL);
 		p->pid[i] = fork();
 		if (p->pid[i] < 0)
 			return -errno;
@@ -266,6 +268,7 @@ static inline int lt_fork(struct lt_procs *p, int n,
 			k = child(i, &id, arg);
 			if (!k && lt_leak_check())
 				k = 102;
+			fflush(NULL);
 			_exit(k);
 		}
 		close(fds[0]);
@@ -297,6 +300,7 @@ static inline int lt_procs_wait(struct lt_procs *p)
 		if (st && !ret) {
 			ksft_print_msg("child %d (pid %d) ended with %d\n", i,
 				       (int)p->pid[i], st);
+			fflush(stdout);	/* a failed ASSERT ends us by _exit() */
 			ret = st;
 		}
 	}
