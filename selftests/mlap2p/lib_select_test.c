@@ -213,6 +213,152 @@ TEST(relay_without_intermediate_rank)
 	ASSERT_EQ(0, lt_run_threads(2, cores, relay_alone_rank, NULL, ranks));
 }
 
+/*
+ * ---- NCCL_HOSTID: ranks with different values are on different hosts ----
+ *
+ * Two processes of this machine.  The host identity (hostHash) is
+ * NCCL_HOSTID when it is set and not empty, else the host name and boot
+ * id.  Ranks of different identities never take P2P (the pair's edge is
+ * NONE, whatever the cores), so with NET disabled connect ends in the
+ * seed's terminal error; as different hosts they may even use the same
+ * core number.  Equal identities are one host: cores 0 and 4 (D2D) connect
+ * by P2P/IPC, and one core twice is refused at init.
+ */
+FIXTURE(hostid) {
+	int dummy;
+};
+
+FIXTURE_VARIANT(hostid) {
+	const char *id[2];	/* NCCL_HOSTID of rank 0 and 1, NULL = unset */
+	int core[2];
+	bool same_host;
+	int init_ret;		/* of both ranks */
+	int connect_ret;	/* of both ranks, after init succeeded */
+};
+
+FIXTURE_VARIANT_ADD(hostid, differ) {
+	.id = { "hostid-a", "hostid-b" }, .core = { 0, 4 },
+	.same_host = false, .connect_ret = -EHOSTUNREACH,
+};
+FIXTURE_VARIANT_ADD(hostid, one_unset) {
+	.id = { "hostid-a", NULL }, .core = { 0, 4 },
+	.same_host = false, .connect_ret = -EHOSTUNREACH,
+};
+FIXTURE_VARIANT_ADD(hostid, differ_same_core) {
+	.id = { "hostid-a", "hostid-b" }, .core = { 0, 0 },
+	.same_host = false, .connect_ret = -EHOSTUNREACH,
+};
+FIXTURE_VARIANT_ADD(hostid, equal) {
+	.id = { "hostid-a", "hostid-a" }, .core = { 0, 4 },
+	.same_host = true,
+};
+FIXTURE_VARIANT_ADD(hostid, empty_is_unset) {
+	.id = { "", NULL }, .core = { 0, 4 },
+	.same_host = true,
+};
+FIXTURE_VARIANT_ADD(hostid, equal_same_core) {
+	.id = { "hostid-a", "hostid-a" }, .core = { 0, 0 },
+	.same_host = true, .init_ret = -EINVAL,
+};
+
+FIXTURE_SETUP(hostid)
+{
+	self->dummy = 0;
+}
+
+FIXTURE_TEARDOWN(hostid)
+{
+}
+
+/* 0 when the thread's last WARN is exactly @want, else @step. */
+static int hostid_warned(int step, const char *want)
+{
+	if (!strcmp(mlap2p_last_error(), want))
+		return 0;
+	return mlap2p_child_fail(step, "want '%s', got '%s'", want,
+				 mlap2p_last_error());
+}
+
+/* After init: what the two identities make of the pair, then connect. */
+static int hostid_pair(struct mlap2p_comm *api,
+		       const FIXTURE_VARIANT(hostid) *v, int idx)
+{
+	struct ncclComm *comm = mlap2p_nccl(api);
+	struct ncclPeerInfo *me = &comm->peerInfo[idx];
+	struct ncclPeerInfo *pi = &comm->peerInfo[1 - idx];
+	int peer = 1 - idx, edge, ok, ret;
+	struct mlap2p_conn_desc d;
+	char expect[160];
+
+	if (lt_check_runtime(api))
+		return mlap2p_child_fail(10, "runtime %s",
+					 mlap2p_rt_kind_name(comm->rt->kind));
+	if ((me->hostHash == pi->hostHash) != v->same_host)
+		return mlap2p_child_fail(11, "hostHash %016llx vs %016llx",
+					 (unsigned long long)me->hostHash,
+					 (unsigned long long)pi->hostHash);
+	edge = comm->topo->edge[idx * 2 + peer];
+	if (edge != (v->same_host ? MLAP2P_EDGE_D2D : MLAP2P_EDGE_NONE))
+		return mlap2p_child_fail(12, "edge %d", edge);
+	if (p2pTransport.canConnect(&ok, comm->topo, NULL, me, pi) ||
+	    ok != v->same_host)
+		return mlap2p_child_fail(13, "P2P canConnect %d", ok);
+
+	ret = mlap2p_connect_peers(api, 1, 1, &peer, 1, &peer);
+	if (ret != v->connect_ret)
+		return mlap2p_child_fail(14, "connect: %d (%s)", ret,
+					 mlap2p_last_error());
+	if (ret) {
+		snprintf(expect, sizeof(expect),
+			 "No transport found between devices %d and %d. Possible replica group misconfiguration",
+			 v->core[idx], v->core[peer]);
+		return hostid_warned(15, expect);
+	}
+	if (mlap2p_conn_get(api, 0, peer, MLAP2P_DIR_SEND, &d) ||
+	    d.path != MLAP2P_PATH_IPC)
+		return mlap2p_child_fail(16, "not P2P/IPC");
+	return lt_exchange(api, 0, peer);
+}
+
+static int hostid_child(int idx, struct mlap2p_unique_id *id, void *arg)
+{
+	const FIXTURE_VARIANT(hostid) *v = arg;
+	struct mlap2p_comm *comm = NULL;
+	char expect[96];
+	int ret;
+
+	if (v->id[idx])
+		setenv("NCCL_HOSTID", v->id[idx], 1);
+	else
+		unsetenv("NCCL_HOSTID");
+	ret = mlap2p_comm_init_rank(&comm, 2, id, idx, v->core[idx]);
+	if (ret != v->init_ret)
+		return mlap2p_child_fail(1, "init: %d (%s)", ret,
+					 mlap2p_last_error());
+	if (ret) {
+		snprintf(expect, sizeof(expect),
+			 "ranks 0 and 1 both run on core %d of this host",
+			 v->core[0]);
+		return comm ? 2 : hostid_warned(2, expect);
+	}
+	ret = hostid_pair(comm, v, idx);
+	if (mlap2p_comm_destroy(comm) && !ret)
+		ret = 3;
+	return ret;
+}
+
+TEST_F(hostid, decides_the_host)
+{
+	struct mlap2p_unique_id id;
+	struct lt_procs p;
+
+	LT_NODE_TOPOLOGY();
+	ASSERT_EQ(0, lt_fork(&p, 2, hostid_child, (void *)variant));
+	ASSERT_EQ(0, mlap2p_get_unique_id(&id));
+	ASSERT_EQ(0, lt_procs_start(&p, &id));
+	ASSERT_EQ(0, lt_procs_wait(&p));
+}
+
 /* ---- bad values are refused, naming the variable ---- */
 
 FIXTURE(badenv) {
