@@ -377,6 +377,11 @@ static int dp_write_peer(void *arg, uint64_t addr, const void *src,
 
 			if (err == EINTR)
 				continue;
+			if (err == ESRCH) {	/* as the liveness check says it */
+				WARN("rank %d: peer rank %d (pid %d) died; a send to it failed (%zu bytes by cross-memory attach)",
+				     k->dp->comm->rank, k->l.peer, pi->pid, bytes);
+				return -ECONNRESET;
+			}
 			if (err == EPERM || err == ENOSYS)
 				INFO(NCCL_P2P, "rank %d: cannot write into rank %d (pid %d): %s; two copies from now on",
 				     k->dp->comm->rank, k->l.peer, pi->pid,
@@ -636,7 +641,7 @@ static int dp_progress(struct dp *dp)
 				WARN("rank %d: %s rank %d: %zu bytes (%s) do not match what the peer posted",
 				     dp->comm->rank, dp_what(op), k->l.peer,
 				     op->bytes, mlap2p_proto_name(op->proto));
-			else
+			else if (ret != -ECONNRESET)	/* that one said who */
 				WARN("rank %d: %s rank %d failed: %s",
 				     dp->comm->rank, dp_what(op), k->l.peer,
 				     strerror(-ret));

@@ -600,15 +600,21 @@ TEST_F_TIMEOUT(solo, isend_irecv_test_wait, 180)
 
 /* ---- a peer dies mid-transfer ------------------------------------------- */
 
+/*
+ * Rank 1 starts a 64 MiB send (or receive), lets part of it move, and is
+ * killed; rank 0's receive (or send) must fail with -ECONNRESET naming
+ * rank 1 within MLAP2P_PEER_TIMEOUT.  A sender writing into the dead
+ * receiver by cross-memory attach learns it from process_vm_writev().
+ */
 static int dead_body(struct job *j, int rank, struct mlap2p_comm *comm)
 {
+	const int *victimSends = j->arg;
 	int other = !rank, ret;
 	size_t n = 64 * MiB;
 	unsigned char *buf = malloc(n);
 	struct timespec t0, t1;
 	double s;
 
-	(void)j;
 	if (!buf || mlap2p_connect_peers(comm, 1, 1, &other, 1, &other))
 		return 60;
 	memset(buf, 1, n);
@@ -616,22 +622,24 @@ static int dead_body(struct job *j, int rank, struct mlap2p_comm *comm)
 		struct mlap2p_request *req;
 		int done, k;
 
-		/* Start the send, let part of it move, then die. */
-		if (mlap2p_isend(comm, buf, n, other, &req))
+		/* Start the transfer, let part of it move, then die. */
+		if (*victimSends ? mlap2p_isend(comm, buf, n, other, &req) :
+		    mlap2p_irecv(comm, buf, n, other, &req))
 			return 61;
 		for (k = 0; k < 2000; k++)
 			mlap2p_request_test(&req, &done);
 		raise(SIGKILL);
 	}
 	clock_gettime(CLOCK_MONOTONIC, &t0);
-	ret = mlap2p_recv(comm, buf, n, other);
+	ret = *victimSends ? mlap2p_recv(comm, buf, n, other) :
+			     mlap2p_send(comm, buf, n, other);
 	clock_gettime(CLOCK_MONOTONIC, &t1);
 	s = (t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) * 1e-9;
 	fprintf(stderr, "# survivor: %s after %.2f s: %s\n", strerror(-ret), s,
 		mlap2p_last_error());
 	if (ret != -ECONNRESET)
 		return 62;
-	if (!strstr(mlap2p_last_error(), "rank 1"))
+	if (!strstr(mlap2p_last_error(), "peer rank 1"))
 		return 63;
 	if (s > 3.0)	/* MLAP2P_PEER_TIMEOUT=2s, plus a loaded machine's slack */
 		return 64;
@@ -640,9 +648,10 @@ static int dead_body(struct job *j, int rank, struct mlap2p_comm *comm)
 	return GONE;
 }
 
-TEST_F_TIMEOUT(solo, dead_peer_fails_within_timeout, 180)
+static void dead_run(struct __test_metadata *_metadata, int victimSends)
 {
-	struct job j = { .n = 2, .cores = { 0, 4 }, .fn = dead_body };
+	struct job j = { .n = 2, .cores = { 0, 4 }, .fn = dead_body,
+			 .arg = &victimSends };
 
 	setenv("MLAP2P_PEER_TIMEOUT", "2s", 1);
 	job_run(&j, 170);
@@ -650,6 +659,16 @@ TEST_F_TIMEOUT(solo, dead_peer_fails_within_timeout, 180)
 	/* rank 1 was killed; rank 0 must have seen it in time */
 	EXPECT_EQ(128 + SIGKILL, j.ret[1]);
 	ASSERT_EQ(0, j.ret[0]);
+}
+
+TEST_F_TIMEOUT(solo, dead_peer_fails_within_timeout, 180)
+{
+	dead_run(_metadata, 1);
+}
+
+TEST_F_TIMEOUT(solo, dead_receiver_fails_sender_within_timeout, 180)
+{
+	dead_run(_metadata, 0);
 }
 
 /* ---- abort from another thread ends a blocked receive ------------------- */
