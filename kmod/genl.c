@@ -118,9 +118,25 @@ static int mlap2p_genl_put_summary(struct sk_buff *skb,
 	return 0;
 }
 
+/* DEV_CAPACITY, DEV_USED, DEV_LIVE_BYTES and DEV_HWM_BYTES of one MLA. */
+static int mlap2p_genl_put_dev_usage(struct sk_buff *skb,
+				     const struct mlap2p_dev_usage *u)
+{
+	if (nla_put_u64_64bit(skb, MLAP2P_A_DEV_CAPACITY, u->capacity,
+			      MLAP2P_A_DEV_PAD) ||
+	    nla_put_u64_64bit(skb, MLAP2P_A_DEV_USED, u->used,
+			      MLAP2P_A_DEV_PAD) ||
+	    nla_put_u64_64bit(skb, MLAP2P_A_DEV_LIVE_BYTES, u->live,
+			      MLAP2P_A_DEV_PAD) ||
+	    nla_put_u64_64bit(skb, MLAP2P_A_DEV_HWM_BYTES, u->hwm,
+			      MLAP2P_A_DEV_PAD))
+		return -EMSGSIZE;
+	return 0;
+}
+
 static int mlap2p_genl_put_dev(struct sk_buff *skb, u32 mla,
-			       const struct mlap2p_topo_dev *d, u64 capacity,
-			       u64 used)
+			       const struct mlap2p_topo_dev *d,
+			       const struct mlap2p_dev_usage *u)
 {
 	struct nlattr *nest;
 
@@ -137,9 +153,7 @@ static int mlap2p_genl_put_dev(struct sk_buff *skb, u32 mla,
 		    d->neighbours) ||
 	    nla_put_u32(skb, MLAP2P_A_DEV_FIRST_CORE, d->first_core) ||
 	    nla_put_u32(skb, MLAP2P_A_DEV_NUM_CORES, d->num_cores) ||
-	    nla_put_u64_64bit(skb, MLAP2P_A_DEV_CAPACITY, capacity,
-			      MLAP2P_A_DEV_PAD) ||
-	    nla_put_u64_64bit(skb, MLAP2P_A_DEV_USED, used, MLAP2P_A_DEV_PAD)) {
+	    mlap2p_genl_put_dev_usage(skb, u)) {
 		nla_nest_cancel(skb, nest);
 		return -EMSGSIZE;
 	}
@@ -224,9 +238,9 @@ static int mlap2p_genl_dump_topo(struct sk_buff *skb,
 				 struct netlink_callback *cb)
 {
 	struct mlap2p_topo_dump *ctx = mlap2p_topo_dump_ctx(cb);
+	struct mlap2p_dev_usage usage;
 	struct mlap2p_topo_dev dev;
 	struct mlap2p_config cfg;
-	u64 capacity, used;
 	int ret = 0;
 	u32 total;
 	void *hdr;
@@ -236,15 +250,14 @@ static int mlap2p_genl_dump_topo(struct sk_buff *skb,
 	total = mlap2p_topo_total_mlas(&cfg.topo);
 	for (; ctx->next_mla < total; ctx->next_mla++) {
 		/* Fails only if the topology shrank since: DUMP_INTR. */
-		if (mlap2p_dev_query(ctx->next_mla, &dev, &capacity, &used))
+		if (mlap2p_dev_usage(ctx->next_mla, &dev, &usage))
 			break;
 		hdr = mlap2p_genl_dump_put(skb, cb, MLAP2P_CMD_GET_TOPO);
 		if (!hdr) {
 			ret = -EMSGSIZE;
 			break;
 		}
-		ret = mlap2p_genl_put_dev(skb, ctx->next_mla, &dev, capacity,
-					  used);
+		ret = mlap2p_genl_put_dev(skb, ctx->next_mla, &dev, &usage);
 		if (ret) {
 			genlmsg_cancel(skb, hdr);
 			break;
@@ -662,30 +675,31 @@ static int mlap2p_genl_dump_region(struct sk_buff *skb,
 /* GET_STATS                                                           */
 /* ------------------------------------------------------------------ */
 
+/* The STATS nest: each attribute and the counter it carries. */
+static const struct {
+	int attr;
+	size_t offset;
+} mlap2p_stat_map[] = {
+#define MLAP2P_STAT(a, f) \
+	{ MLAP2P_A_STAT_##a, offsetof(struct mlap2p_stats, f) }
+	MLAP2P_STAT(ALLOCS, allocs),
+	MLAP2P_STAT(FREES, frees),
+	MLAP2P_STAT(EXPORTS, exports),
+	MLAP2P_STAT(OPENS, opens),
+	MLAP2P_STAT(CLOSES, closes),
+	MLAP2P_STAT(REJECTED, rejected),
+	MLAP2P_STAT(LIVE_REGIONS, live_regions),
+	MLAP2P_STAT(LIVE_BYTES, live_bytes),
+	MLAP2P_STAT(LIVE_MAPPINGS, live_mappings),
+	MLAP2P_STAT(HWM_BYTES, hwm_bytes),
+	MLAP2P_STAT(HWM_REGIONS, hwm_regions),
+	MLAP2P_STAT(HWM_MAPPINGS, hwm_mappings),
+#undef MLAP2P_STAT
+};
+
 static int mlap2p_genl_put_stats(struct sk_buff *skb,
 				 const struct mlap2p_stats *s)
 {
-	static const struct {
-		int attr;
-		size_t offset;
-	} map[] = {
-		{ MLAP2P_A_STAT_ALLOCS, offsetof(struct mlap2p_stats, allocs) },
-		{ MLAP2P_A_STAT_FREES, offsetof(struct mlap2p_stats, frees) },
-		{ MLAP2P_A_STAT_EXPORTS,
-		  offsetof(struct mlap2p_stats, exports) },
-		{ MLAP2P_A_STAT_OPENS, offsetof(struct mlap2p_stats, opens) },
-		{ MLAP2P_A_STAT_CLOSES, offsetof(struct mlap2p_stats, closes) },
-		{ MLAP2P_A_STAT_REJECTED,
-		  offsetof(struct mlap2p_stats, rejected) },
-		{ MLAP2P_A_STAT_LIVE_REGIONS,
-		  offsetof(struct mlap2p_stats, live_regions) },
-		{ MLAP2P_A_STAT_LIVE_BYTES,
-		  offsetof(struct mlap2p_stats, live_bytes) },
-		{ MLAP2P_A_STAT_LIVE_MAPPINGS,
-		  offsetof(struct mlap2p_stats, live_mappings) },
-		{ MLAP2P_A_STAT_HWM_BYTES,
-		  offsetof(struct mlap2p_stats, hwm_bytes) },
-	};
 	struct nlattr *nest;
 	size_t i;
 	u64 val;
@@ -693,9 +707,10 @@ static int mlap2p_genl_put_stats(struct sk_buff *skb,
 	nest = nla_nest_start(skb, MLAP2P_A_STATS);
 	if (!nest)
 		return -EMSGSIZE;
-	for (i = 0; i < ARRAY_SIZE(map); i++) {
-		memcpy(&val, (const u8 *)s + map[i].offset, sizeof(val));
-		if (nla_put_u64_64bit(skb, map[i].attr, val,
+	for (i = 0; i < ARRAY_SIZE(mlap2p_stat_map); i++) {
+		memcpy(&val, (const u8 *)s + mlap2p_stat_map[i].offset,
+		       sizeof(val));
+		if (nla_put_u64_64bit(skb, mlap2p_stat_map[i].attr, val,
 				      MLAP2P_A_STAT_PAD)) {
 			nla_nest_cancel(skb, nest);
 			return -EMSGSIZE;
@@ -705,32 +720,40 @@ static int mlap2p_genl_put_stats(struct sk_buff *skb,
 	return 0;
 }
 
-/* One DEV nest (MLA, capacity, bytes in use) per MLA of this node. */
+/* One DEV nest (MLA, capacity, used, live, high-water mark) per local MLA. */
 static int mlap2p_genl_put_usage(struct sk_buff *skb,
 				 const struct mlap2p_config *cfg)
 {
 	u32 first = cfg->topo.node * cfg->topo.num_devices, mla;
+	struct mlap2p_dev_usage usage;
 	struct mlap2p_topo_dev dev;
 	struct nlattr *nest;
-	u64 capacity, used;
 
 	for (mla = first; mla < first + cfg->topo.num_devices; mla++) {
-		if (mlap2p_dev_query(mla, &dev, &capacity, &used))
+		if (mlap2p_dev_usage(mla, &dev, &usage))
 			break;	/* the topology changed meanwhile */
 		nest = nla_nest_start(skb, MLAP2P_A_DEV);
 		if (!nest)
 			return -EMSGSIZE;
 		if (nla_put_u32(skb, MLAP2P_A_DEV_MLA, mla) ||
-		    nla_put_u64_64bit(skb, MLAP2P_A_DEV_CAPACITY, capacity,
-				      MLAP2P_A_DEV_PAD) ||
-		    nla_put_u64_64bit(skb, MLAP2P_A_DEV_USED, used,
-				      MLAP2P_A_DEV_PAD)) {
+		    mlap2p_genl_put_dev_usage(skb, &usage)) {
 			nla_nest_cancel(skb, nest);
 			return -EMSGSIZE;
 		}
 		nla_nest_end(skb, nest);
 	}
 	return 0;
+}
+
+/* Payload of a GET_STATS reply for @num_devices MLAs per node. */
+static size_t mlap2p_genl_stats_size(u32 num_devices)
+{
+	size_t dev = nla_total_size(0) + nla_total_size(sizeof(u32)) +
+		     4 * nla_total_size_64bit(sizeof(u64));
+
+	return nla_total_size(0) +
+	       ARRAY_SIZE(mlap2p_stat_map) * nla_total_size_64bit(sizeof(u64)) +
+	       num_devices * dev;
 }
 
 static int mlap2p_genl_get_stats(struct sk_buff *skb, struct genl_info *info)
@@ -742,7 +765,9 @@ static int mlap2p_genl_get_stats(struct sk_buff *skb, struct genl_info *info)
 
 	mlap2p_stats_read(&s);
 	mlap2p_config_get(&cfg);
-	msg = genlmsg_new(NLMSG_GOODSIZE, GFP_KERNEL);
+	/* Up to 64 MLAs' DEV nests may not fit NLMSG_GOODSIZE. */
+	msg = genlmsg_new(mlap2p_genl_stats_size(cfg.topo.num_devices),
+			  GFP_KERNEL);
 	if (!msg)
 		return -ENOMEM;
 	hdr = genlmsg_put_reply(msg, info, &mlap2p_genl_family, 0,

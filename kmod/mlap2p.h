@@ -154,6 +154,21 @@ struct mlap2p_stats {
 	u64 closes;
 	u64 rejected;			/* forged, stale or denied IPC handles */
 	u64 hwm_bytes;			/* high-water mark of live_bytes */
+	u64 hwm_regions;		/* of live_regions (genl only) */
+	u64 hwm_mappings;		/* of live_mappings (genl only) */
+};
+
+/*
+ * One MLA's memory, read at once.  @used is reserved capacity, including
+ * regions still being created; @live counts published regions only (as
+ * live_bytes does) and @hwm is its high-water mark since the last
+ * topology change.
+ */
+struct mlap2p_dev_usage {
+	u64 capacity;
+	u64 used;
+	u64 live;
+	u64 hwm;
 };
 
 /* The configuration the locality ioctls and genl answer from. */
@@ -237,6 +252,8 @@ int mlap2p_config_set(const struct mlap2p_topo *t, u64 dev_capacity);
 int mlap2p_topo_set(const struct mlap2p_topo *t);
 int mlap2p_dev_query(u32 mla, struct mlap2p_topo_dev *dev, u64 *capacity,
 		     u64 *used);
+int mlap2p_dev_usage(u32 mla, struct mlap2p_topo_dev *dev,
+		     struct mlap2p_dev_usage *u);
 void mlap2p_stats_read(struct mlap2p_stats *s);
 void mlap2p_stats_rejected(void);
 

@@ -41,15 +41,29 @@ static u64 mlap2p_next_id = 1;
 static unsigned int mlap2p_nr_regions;	/* including unpublished ones */
 static u32 mlap2p_regions_seq;		/* bumped when the list changes */
 static struct mlap2p_config mlap2p_cfg;
-static u64 mlap2p_used[MLAP2P_MAX_MLAS];
+static u64 mlap2p_used[MLAP2P_MAX_MLAS];	/* reserved, incl. unpublished */
+static u64 mlap2p_live[MLAP2P_MAX_MLAS];	/* published regions only */
+static u64 mlap2p_hwm[MLAP2P_MAX_MLAS];		/* of mlap2p_live, per topology */
 static struct mlap2p_stats mlap2p_stats;
 
-static void mlap2p_stats_add_bytes(u64 bytes)
+/*
+ * Published region @r became live.  The live counts and their high-water
+ * marks move together under mlap2p_lock, so a mark is never below its
+ * count.  Unpublished regions (a MEM_ALLOC that may still fail) are in
+ * mlap2p_used only: a failed call leaves no mark behind.
+ */
+static void mlap2p_stats_add_live(const struct mlap2p_region *r)
 {
 	lockdep_assert_held(&mlap2p_lock);
-	mlap2p_stats.live_bytes += bytes;
-	if (mlap2p_stats.live_bytes > mlap2p_stats.hwm_bytes)
-		mlap2p_stats.hwm_bytes = mlap2p_stats.live_bytes;
+	mlap2p_stats.live_regions++;
+	mlap2p_stats.hwm_regions = max(mlap2p_stats.hwm_regions,
+				       mlap2p_stats.live_regions);
+	mlap2p_stats.live_bytes += r->size;
+	mlap2p_stats.hwm_bytes = max(mlap2p_stats.hwm_bytes,
+				     mlap2p_stats.live_bytes);
+	mlap2p_live[r->device] += r->size;
+	mlap2p_hwm[r->device] = max(mlap2p_hwm[r->device],
+				    mlap2p_live[r->device]);
 }
 
 /*
@@ -198,6 +212,7 @@ static void mlap2p_region_release(struct kref *ref)
 		mlap2p_regions_seq++;
 		mlap2p_stats.live_regions--;
 		mlap2p_stats.live_bytes -= r->size;
+		mlap2p_live[r->device] -= r->size;
 	}
 	mlap2p_used[r->device] -= r->size;
 	mlap2p_nr_regions--;
@@ -239,8 +254,7 @@ void mlap2p_region_publish(struct mlap2p_region *r)
 	list_add_tail(&r->node, &mlap2p_regions);
 	hash_add(mlap2p_region_hash, &r->hnode, r->id);
 	mlap2p_regions_seq++;
-	mlap2p_stats.live_regions++;
-	mlap2p_stats_add_bytes(r->size);
+	mlap2p_stats_add_live(r);
 	mlap2p_stats.live_handles++;
 	mlap2p_stats.allocs++;
 	mutex_unlock(&mlap2p_lock);
@@ -436,6 +450,8 @@ void mlap2p_region_map(struct mlap2p_region *r)
 	mutex_lock(&mlap2p_lock);
 	r->mappings++;
 	mlap2p_stats.live_mappings++;
+	mlap2p_stats.hwm_mappings = max(mlap2p_stats.hwm_mappings,
+					mlap2p_stats.live_mappings);
 	mutex_unlock(&mlap2p_lock);
 }
 
@@ -537,6 +553,8 @@ int mlap2p_config_set(const struct mlap2p_topo *t, u64 dev_capacity)
 	if (dev_capacity)
 		mlap2p_cfg.dev_capacity = dev_capacity;
 	mlap2p_cfg.generation++;
+	/* MLA ids now name other devices; mlap2p_live[] is all 0 here. */
+	memset(mlap2p_hwm, 0, sizeof(mlap2p_hwm));
 out_unlock:
 	mutex_unlock(&mlap2p_lock);
 	return ret;
@@ -547,9 +565,12 @@ int mlap2p_topo_set(const struct mlap2p_topo *t)
 	return mlap2p_config_set(t, 0);
 }
 
-/* Topology facts, capacity and usage of global MLA @mla; -EINVAL if none. */
-int mlap2p_dev_query(u32 mla, struct mlap2p_topo_dev *dev, u64 *capacity,
-		     u64 *used)
+/*
+ * Topology facts, capacity and usage of global MLA @mla, read together;
+ * -EINVAL if there is no such MLA.
+ */
+int mlap2p_dev_usage(u32 mla, struct mlap2p_topo_dev *dev,
+		     struct mlap2p_dev_usage *u)
 {
 	int ret;
 
@@ -558,10 +579,27 @@ int mlap2p_dev_query(u32 mla, struct mlap2p_topo_dev *dev, u64 *capacity,
 	if (!ret && mla >= MLAP2P_MAX_MLAS)
 		ret = -EINVAL;
 	if (!ret) {
-		*capacity = mlap2p_cfg.dev_capacity;
-		*used = mlap2p_used[mla];
+		u->capacity = mlap2p_cfg.dev_capacity;
+		u->used = mlap2p_used[mla];
+		u->live = mlap2p_live[mla];
+		u->hwm = mlap2p_hwm[mla];
 	}
 	mutex_unlock(&mlap2p_lock);
+	return ret;
+}
+
+/* Topology facts, capacity and usage of global MLA @mla; -EINVAL if none. */
+int mlap2p_dev_query(u32 mla, struct mlap2p_topo_dev *dev, u64 *capacity,
+		     u64 *used)
+{
+	struct mlap2p_dev_usage u;
+	int ret;
+
+	ret = mlap2p_dev_usage(mla, dev, &u);
+	if (!ret) {
+		*capacity = u.capacity;
+		*used = u.used;
+	}
 	return ret;
 }
 

@@ -131,6 +131,9 @@ static int topo_dump_cb(const struct nlmsghdr *nlh, void *arg)
 	    gt_u32(d[MLAP2P_A_DEV_NUM_CORES], 0) != di.num_cores ||
 	    gt_u64(d[MLAP2P_A_DEV_CAPACITY], 0) != di.capacity ||
 	    gt_u64(d[MLAP2P_A_DEV_USED], 1) != di.used ||
+	    !d[MLAP2P_A_DEV_LIVE_BYTES] || !d[MLAP2P_A_DEV_HWM_BYTES] ||
+	    gt_u64(d[MLAP2P_A_DEV_LIVE_BYTES], 0) >
+	    gt_u64(d[MLAP2P_A_DEV_HWM_BYTES], 0) ||
 	    !d[MLAP2P_A_DEV_NEIGHBOURS] ||
 	    gt_len(d[MLAP2P_A_DEV_NEIGHBOURS]) != (int)(4 * di.num_neighbours))
 		goto bad;
@@ -203,8 +206,11 @@ TEST_F(genl, get_topo_rejects_attributes)
 
 struct stats {
 	__u64 v[MLAP2P_A_STAT_MAX + 1];
-	int have;
+	int have;		/* of ALLOCS..HWM_BYTES */
+	int have_hwm;		/* of HWM_REGIONS, HWM_MAPPINGS */
 	__u64 dev_used[MAX_DEVS];
+	__u64 dev_live[MAX_DEVS];
+	__u64 dev_hwm[MAX_DEVS];
 	__u32 dev_mla[MAX_DEVS];
 	int nr_devs;
 };
@@ -226,6 +232,13 @@ static int stats_cb(const struct nlmsghdr *nlh, void *arg)
 			s->have++;
 		}
 	}
+	for (i = MLAP2P_A_STAT_HWM_REGIONS; i <= MLAP2P_A_STAT_HWM_MAPPINGS;
+	     i++) {
+		if (st[i] && gt_len(st[i]) == 8) {
+			s->v[i] = gt_u64(st[i], 0);
+			s->have_hwm++;
+		}
+	}
 	/* The DEV nests repeat: walk them rather than index them. */
 	a = (const struct nlattr *)((const char *)g + GENL_HDRLEN);
 	len = (int)(nlh->nlmsg_len - NLMSG_HDRLEN - GENL_HDRLEN);
@@ -236,10 +249,14 @@ static int stats_cb(const struct nlmsghdr *nlh, void *arg)
 		if (s->nr_devs == MAX_DEVS ||
 		    gt_parse_nested(a, d, MLAP2P_A_DEV_MAX) ||
 		    !d[MLAP2P_A_DEV_MLA] || !d[MLAP2P_A_DEV_USED] ||
-		    !d[MLAP2P_A_DEV_CAPACITY])
+		    !d[MLAP2P_A_DEV_CAPACITY] ||
+		    gt_len(d[MLAP2P_A_DEV_LIVE_BYTES]) != 8 ||
+		    gt_len(d[MLAP2P_A_DEV_HWM_BYTES]) != 8)
 			return -EPROTO;
 		s->dev_mla[s->nr_devs] = gt_u32(d[MLAP2P_A_DEV_MLA], 0);
 		s->dev_used[s->nr_devs] = gt_u64(d[MLAP2P_A_DEV_USED], 0);
+		s->dev_live[s->nr_devs] = gt_u64(d[MLAP2P_A_DEV_LIVE_BYTES], 0);
+		s->dev_hwm[s->nr_devs] = gt_u64(d[MLAP2P_A_DEV_HWM_BYTES], 0);
 		s->nr_devs++;
 	}
 	return 0;
@@ -322,6 +339,7 @@ TEST_F(genl, get_stats_follows_alloc_and_free)
 
 	ASSERT_EQ(0, get_stats(&self->s, &before));
 	EXPECT_EQ(10, before.have);
+	EXPECT_EQ(2, before.have_hwm);
 	EXPECT_EQ((int)self->info.num_devices, before.nr_devs);
 	for (i = 0; i < (__u32)before.nr_devs; i++)
 		EXPECT_EQ(mla + i, before.dev_mla[i]);
@@ -360,6 +378,176 @@ TEST_F(genl, get_stats_follows_alloc_and_free)
 	EXPECT_EQ(before.v[MLAP2P_A_STAT_LIVE_BYTES],
 		  st.v[MLAP2P_A_STAT_LIVE_BYTES]);
 	EXPECT_EQ(before.dev_used[1], st.dev_used[1]);
+}
+
+static __u64 max_u64(__u64 a, __u64 b)
+{
+	return a > b ? a : b;
+}
+
+/*
+ * Every local MLA but @i0 and @i1 (indices into the DEV nests) is as in
+ * @base; on every MLA live bytes equal the capacity taken (nothing is
+ * being created) and never exceed the high-water mark.
+ */
+static void stats_others_same(struct __test_metadata *_metadata,
+			      const struct stats *base, const struct stats *now,
+			      int i0, int i1)
+{
+	int i;
+
+	ASSERT_EQ(base->nr_devs, now->nr_devs);
+	for (i = 0; i < now->nr_devs; i++) {
+		EXPECT_EQ(now->dev_used[i], now->dev_live[i]);
+		EXPECT_LE(now->dev_live[i], now->dev_hwm[i]);
+		if (i == i0 || i == i1)
+			continue;
+		EXPECT_EQ(base->dev_live[i], now->dev_live[i]);
+		EXPECT_EQ(base->dev_hwm[i], now->dev_hwm[i]);
+	}
+}
+
+/* DEV nest @i of @s has @live bytes live and the mark @hwm. */
+static void expect_mla(struct __test_metadata *_metadata,
+		       const struct stats *s, int i, __u64 live, __u64 hwm)
+{
+	EXPECT_EQ(live, s->dev_live[i]) {
+		TH_LOG("live bytes, DEV nest %d", i);
+	}
+	EXPECT_EQ(hwm, s->dev_hwm[i]) {
+		TH_LOG("high-water mark, DEV nest %d", i);
+	}
+}
+
+/* The global high-water marks of @a and @b are the same. */
+static void expect_marks_same(struct __test_metadata *_metadata,
+			      const struct stats *a, const struct stats *b)
+{
+	int i;
+
+	for (i = MLAP2P_A_STAT_HWM_BYTES; i <= MLAP2P_A_STAT_HWM_MAPPINGS;
+	     i++) {
+		if (i == MLAP2P_A_STAT_PAD)
+			continue;
+		EXPECT_EQ(a->v[i], b->v[i]) {
+			TH_LOG("STAT attribute %d", i);
+		}
+	}
+}
+
+/*
+ * Per-MLA live bytes and high-water marks: 3 pages on the first local
+ * MLA, 5 on the second, a mapping, then both freed.  Other tests may have
+ * left higher marks, so each mark is the baseline's or the new live
+ * value, whichever is higher; once set it never goes down.  The global
+ * HWM_REGIONS and HWM_MAPPINGS follow the same rule.
+ */
+TEST_F(genl, get_stats_per_mla_live_and_hwm)
+{
+	__u32 mla = mlap2p_local_mla(&self->info);
+	size_t pg = mlap2p_page_size();
+	struct mlap2p_mem_alloc a, b;
+	struct stats base, s1, s2, s3, s4;
+	__u64 hwm0, hwm1;
+	void *p;
+
+	if (self->info.num_devices < 2)
+		SKIP(return, "needs two MLAs per node");
+	ASSERT_EQ(0, get_stats(&self->s, &base));
+	ASSERT_EQ((int)self->info.num_devices, base.nr_devs);
+	stats_others_same(_metadata, &base, &base, -1, -1);
+	EXPECT_LE(base.v[MLAP2P_A_STAT_LIVE_REGIONS],
+		  base.v[MLAP2P_A_STAT_HWM_REGIONS]);
+	EXPECT_LE(base.v[MLAP2P_A_STAT_LIVE_MAPPINGS],
+		  base.v[MLAP2P_A_STAT_HWM_MAPPINGS]);
+
+	ASSERT_EQ(0, mlap2p_alloc(self->fd, 3 * pg, mla, &a));
+	ASSERT_EQ(3 * pg, a.alloc_size);
+	ASSERT_EQ(0, get_stats(&self->s, &s1));
+	hwm0 = max_u64(base.dev_hwm[0], base.dev_live[0] + 3 * pg);
+	expect_mla(_metadata, &s1, 0, base.dev_live[0] + 3 * pg, hwm0);
+	stats_others_same(_metadata, &base, &s1, 0, -1);
+	EXPECT_EQ(max_u64(base.v[MLAP2P_A_STAT_HWM_REGIONS],
+			  base.v[MLAP2P_A_STAT_LIVE_REGIONS] + 1),
+		  s1.v[MLAP2P_A_STAT_HWM_REGIONS]);
+
+	ASSERT_EQ(0, mlap2p_alloc(self->fd, 5 * pg, mla + 1, &b));
+	ASSERT_EQ(5 * pg, b.alloc_size);
+	p = mlap2p_map(self->fd, b.mmap_cookie, 5 * pg, PROT_READ);
+	ASSERT_NE(MAP_FAILED, p);
+	ASSERT_EQ(0, get_stats(&self->s, &s2));
+	hwm1 = max_u64(base.dev_hwm[1], base.dev_live[1] + 5 * pg);
+	expect_mla(_metadata, &s2, 0, base.dev_live[0] + 3 * pg, hwm0);
+	expect_mla(_metadata, &s2, 1, base.dev_live[1] + 5 * pg, hwm1);
+	stats_others_same(_metadata, &base, &s2, 0, 1);
+	EXPECT_EQ(max_u64(base.v[MLAP2P_A_STAT_HWM_REGIONS],
+			  base.v[MLAP2P_A_STAT_LIVE_REGIONS] + 2),
+		  s2.v[MLAP2P_A_STAT_HWM_REGIONS]);
+	EXPECT_EQ(max_u64(base.v[MLAP2P_A_STAT_HWM_MAPPINGS],
+			  base.v[MLAP2P_A_STAT_LIVE_MAPPINGS] + 1),
+		  s2.v[MLAP2P_A_STAT_HWM_MAPPINGS]);
+
+	/* Freeing the first region lowers its MLA's live bytes, not the mark. */
+	ASSERT_EQ(0, mlap2p_free(self->fd, a.handle));
+	ASSERT_EQ(0, get_stats(&self->s, &s3));
+	expect_mla(_metadata, &s3, 0, base.dev_live[0], hwm0);
+	expect_mla(_metadata, &s3, 1, base.dev_live[1] + 5 * pg, hwm1);
+	stats_others_same(_metadata, &base, &s3, 0, 1);
+	expect_marks_same(_metadata, &s2, &s3);
+
+	/* The mapping keeps the second one live after its free. */
+	ASSERT_EQ(0, mlap2p_free(self->fd, b.handle));
+	ASSERT_EQ(0, get_stats(&self->s, &s4));
+	EXPECT_EQ(base.dev_live[1] + 5 * pg, s4.dev_live[1]);
+	ASSERT_EQ(0, munmap(p, 5 * pg));
+	ASSERT_EQ(0, get_stats(&self->s, &s4));
+	expect_mla(_metadata, &s4, 0, base.dev_live[0], hwm0);
+	expect_mla(_metadata, &s4, 1, base.dev_live[1], hwm1);
+	stats_others_same(_metadata, &base, &s4, 0, 1);
+	expect_marks_same(_metadata, &s2, &s4);
+	EXPECT_EQ(base.v[MLAP2P_A_STAT_LIVE_BYTES],
+		  s4.v[MLAP2P_A_STAT_LIVE_BYTES]);
+}
+
+/*
+ * SET_TOPO sets every per-MLA mark to 0 (MLA ids may name other devices
+ * now); the global marks stay.  From 0 the marks are exact: 2 pages on the
+ * second MLA, freed, leave 2 pages there and 0 everywhere else.
+ */
+TEST_F(genl, set_topo_resets_per_mla_hwm)
+{
+	__u32 mla = mlap2p_local_mla(&self->info);
+	size_t pg = mlap2p_page_size();
+	struct stats before, now;
+	struct mlap2p_mem_alloc a;
+	struct gt_topo t;
+	int i, ret;
+
+	if (self->info.num_devices < 2)
+		SKIP(return, "needs two MLAs per node");
+	/* A mark to reset, in case nothing set one yet. */
+	ASSERT_EQ(0, mlap2p_alloc(self->fd, pg, mla, &a));
+	ASSERT_EQ(0, mlap2p_free(self->fd, a.handle));
+	ASSERT_EQ(0, get_stats(&self->s, &before));
+	ASSERT_LE(pg, before.dev_hwm[0]);
+
+	gt_topo_none(&t);
+	t.family = self->saved.family;	/* the same: nothing else changes */
+	ret = gt_set_topo(&self->s, &t);
+	if (ret == -EBUSY)
+		SKIP(return, "another process holds regions");
+	ASSERT_EQ(0, ret);
+	ASSERT_EQ(0, get_stats(&self->s, &now));
+	ASSERT_EQ(before.nr_devs, now.nr_devs);
+	for (i = 0; i < now.nr_devs; i++)
+		expect_mla(_metadata, &now, i, 0, 0);
+	expect_marks_same(_metadata, &before, &now);
+
+	ASSERT_EQ(0, mlap2p_alloc(self->fd, 2 * pg, mla + 1, &a));
+	ASSERT_EQ(0, mlap2p_free(self->fd, a.handle));
+	ASSERT_EQ(0, get_stats(&self->s, &now));
+	for (i = 0; i < now.nr_devs; i++)
+		expect_mla(_metadata, &now, i, 0, i == 1 ? 2 * pg : 0);
 }
 
 TEST_F(genl, get_stats_rejects_attributes)

@@ -232,7 +232,8 @@ struct mlap2p_region_info {
  * GET_TOPO	doit: the summary: FAMILY, NUM_DEVICES, CORES_PER_DEVICE,
  *		LNC, POD_TYPE, POD_NODES, NODE, TOPO_GENERATION, CAPACITY.
  *		dumpit: one message per MLA of the pod, each one DEV nest
- *		(every DEV_* but DEV_PAD), in MLA order; NLM_F_DUMP_INTR if
+ *		(every DEV_* but DEV_PAD; DEV_LIVE_BYTES and DEV_HWM_BYTES as
+ *		GET_STATS gives them), in MLA order; NLM_F_DUMP_INTR if
  *		the topology changed during the dump.
  * SET_TOPO	CAP_NET_ADMIN.  At least one of FAMILY, NUM_DEVICES,
  *		CORES_PER_DEVICE, LNC, POD_TYPE, POD_NODES, NODE, CAPACITY.
@@ -251,7 +252,15 @@ struct mlap2p_region_info {
  *		region live for the whole dump appears exactly once;
  *		NLM_F_DUMP_INTR says regions came or went meanwhile.
  * GET_STATS	doit: a STATS nest, then one DEV nest (DEV_MLA, DEV_CAPACITY,
- *		DEV_USED) per MLA of this node.
+ *		DEV_USED, DEV_LIVE_BYTES, DEV_HWM_BYTES) per MLA of this node,
+ *		in MLA order.  DEV_USED is the capacity taken, including
+ *		regions a MEM_ALLOC is still creating; DEV_LIVE_BYTES counts
+ *		live regions only, as STAT_LIVE_BYTES does (summed over the
+ *		pod's MLAs it is STAT_LIVE_BYTES), and DEV_HWM_BYTES is its
+ *		high-water mark, which never goes down while the topology
+ *		stays.  Every successful SET_TOPO (a new TOPO_GENERATION)
+ *		sets every MLA's DEV_HWM_BYTES to 0, since MLA ids then name
+ *		other devices.  The global STAT_HWM_* marks are kept.
  * EVENT_*	multicast to "events" (joining needs CAP_SYS_ADMIN), one
  *		message per event, sent by the call that caused it.
  *		EVENT_REGION_* carry a REGION nest as GET_REGION gives it,
@@ -313,8 +322,10 @@ enum {
 	MLAP2P_A_DEV_FIRST_CORE,	/* u32 */
 	MLAP2P_A_DEV_NUM_CORES,		/* u32 */
 	MLAP2P_A_DEV_CAPACITY,		/* u64 */
-	MLAP2P_A_DEV_USED,		/* u64 */
+	MLAP2P_A_DEV_USED,		/* u64, capacity taken (incl. in-flight) */
 	MLAP2P_A_DEV_PAD,
+	MLAP2P_A_DEV_LIVE_BYTES,	/* u64, bytes of live regions */
+	MLAP2P_A_DEV_HWM_BYTES,		/* u64, high-water mark of LIVE_BYTES */
 
 	__MLAP2P_A_DEV_MAX,
 	MLAP2P_A_DEV_MAX = __MLAP2P_A_DEV_MAX - 1
@@ -348,6 +359,8 @@ enum {
 	MLAP2P_A_STAT_LIVE_MAPPINGS,	/* u64 */
 	MLAP2P_A_STAT_HWM_BYTES,	/* u64, high-water mark of live bytes */
 	MLAP2P_A_STAT_PAD,
+	MLAP2P_A_STAT_HWM_REGIONS,	/* u64, high-water mark of LIVE_REGIONS */
+	MLAP2P_A_STAT_HWM_MAPPINGS,	/* u64, high-water mark of LIVE_MAPPINGS */
 
 	__MLAP2P_A_STAT_MAX,
 	MLAP2P_A_STAT_MAX = __MLAP2P_A_STAT_MAX - 1
