@@ -234,6 +234,8 @@ static struct nla_policy dev_policy[MLAP2P_A_DEV_MAX + 1] = {
 	[MLAP2P_A_DEV_NUM_CORES]	= { .type = NLA_U32 },
 	[MLAP2P_A_DEV_CAPACITY]		= { .type = NLA_U64 },
 	[MLAP2P_A_DEV_USED]		= { .type = NLA_U64 },
+	[MLAP2P_A_DEV_LIVE_BYTES]	= { .type = NLA_U64 },
+	[MLAP2P_A_DEV_HWM_BYTES]	= { .type = NLA_U64 },
 };
 
 static struct nla_policy region_policy[MLAP2P_A_REGION_MAX + 1] = {
@@ -257,6 +259,8 @@ static struct nla_policy stat_policy[MLAP2P_A_STAT_MAX + 1] = {
 	[MLAP2P_A_STAT_LIVE_BYTES]	= { .type = NLA_U64 },
 	[MLAP2P_A_STAT_LIVE_MAPPINGS]	= { .type = NLA_U64 },
 	[MLAP2P_A_STAT_HWM_BYTES]	= { .type = NLA_U64 },
+	[MLAP2P_A_STAT_HWM_REGIONS]	= { .type = NLA_U64 },
+	[MLAP2P_A_STAT_HWM_MAPPINGS]	= { .type = NLA_U64 },
 };
 
 static __u32 get_u32(struct nlattr *a, __u32 dflt)
@@ -1376,7 +1380,8 @@ struct stats {
 	bool have[MLAP2P_A_STAT_MAX + 1];
 	struct {
 		__u32 mla;
-		__u64 capacity, used;
+		__u64 capacity, used, live, hwm;
+		bool have_hwm;	/* a module without DEV_HWM_BYTES */
 	} dev[MLAP2P_TOPO_MAX_DEVICES];
 	__u32 nr_devs;
 };
@@ -1396,6 +1401,8 @@ static const struct {
 	{ MLAP2P_A_STAT_LIVE_BYTES,	"live_bytes",	 true },
 	{ MLAP2P_A_STAT_LIVE_MAPPINGS,	"live_mappings", false },
 	{ MLAP2P_A_STAT_HWM_BYTES,	"hwm_bytes",	 true },
+	{ MLAP2P_A_STAT_HWM_REGIONS,	"hwm_regions",	 false },
+	{ MLAP2P_A_STAT_HWM_MAPPINGS,	"hwm_mappings",	 false },
 };
 
 static int stats_dev(struct stats *s, struct nlattr *nest)
@@ -1411,11 +1418,19 @@ static int stats_dev(struct stats *s, struct nlattr *nest)
 	s->dev[s->nr_devs].mla = nla_get_u32(d[MLAP2P_A_DEV_MLA]);
 	s->dev[s->nr_devs].capacity = get_u64(d[MLAP2P_A_DEV_CAPACITY], 0);
 	s->dev[s->nr_devs].used = get_u64(d[MLAP2P_A_DEV_USED], 0);
+	/* Older modules: only the capacity taken. */
+	s->dev[s->nr_devs].live = get_u64(d[MLAP2P_A_DEV_LIVE_BYTES],
+					  s->dev[s->nr_devs].used);
+	s->dev[s->nr_devs].hwm = get_u64(d[MLAP2P_A_DEV_HWM_BYTES], 0);
+	s->dev[s->nr_devs].have_hwm = d[MLAP2P_A_DEV_HWM_BYTES] != NULL;
 	s->nr_devs++;
 	return 0;
 }
 
-/* One STATS nest, then one DEV nest (MLA, capacity, used) per local MLA. */
+/*
+ * One STATS nest, then one DEV nest (MLA, capacity, used, live bytes and
+ * their high-water mark) per local MLA.
+ */
 static int stats_reply(struct ctl *c, struct genlmsghdr *g,
 		       struct nlattr **tb, void *arg)
 {
@@ -1450,7 +1465,7 @@ static int stats_reply(struct ctl *c, struct genlmsghdr *g,
 
 static void print_stats(const struct stats *s)
 {
-	char b1[32], b2[32];
+	char b1[32], b2[32], b3[32];
 	size_t i;
 	__u32 k;
 
@@ -1468,11 +1483,13 @@ static void print_stats(const struct stats *s)
 	}
 	if (!s->nr_devs)
 		return;
-	printf("\n%5s %10s %10s\n", "MLA", "used", "capacity");
+	printf("\n%5s %10s %10s %10s\n", "MLA", "live", "hwm", "capacity");
 	for (k = 0; k < s->nr_devs; k++)
-		printf("%5u %10s %10s\n", s->dev[k].mla,
-		       fmt_bytes(s->dev[k].used, b1, sizeof(b1)),
-		       fmt_bytes(s->dev[k].capacity, b2, sizeof(b2)));
+		printf("%5u %10s %10s %10s\n", s->dev[k].mla,
+		       fmt_bytes(s->dev[k].live, b1, sizeof(b1)),
+		       s->dev[k].have_hwm ?
+		       fmt_bytes(s->dev[k].hwm, b2, sizeof(b2)) : "-",
+		       fmt_bytes(s->dev[k].capacity, b3, sizeof(b3)));
 }
 
 static void json_stats(const struct stats *s)
@@ -1492,10 +1509,15 @@ static void json_stats(const struct stats *s)
 		sep = ",";
 	}
 	printf("%s\"devices\":[", sep);
-	for (k = 0; k < s->nr_devs; k++)
+	for (k = 0; k < s->nr_devs; k++) {
 		printf("%s{\"mla\":%u,\"capacity\":%" PRIu64 ",\"used\":%"
-		       PRIu64 "}", k ? "," : "", s->dev[k].mla,
-		       (uint64_t)s->dev[k].capacity, (uint64_t)s->dev[k].used);
+		       PRIu64 ",\"live\":%" PRIu64, k ? "," : "",
+		       s->dev[k].mla, (uint64_t)s->dev[k].capacity,
+		       (uint64_t)s->dev[k].used, (uint64_t)s->dev[k].live);
+		if (s->dev[k].have_hwm)
+			printf(",\"hwm\":%" PRIu64, (uint64_t)s->dev[k].hwm);
+		printf("}");
+	}
 	printf("]}\n");
 }
 

@@ -251,8 +251,18 @@ t_regions_held() {
 	run 0 --json regions || return 1
 	has out "\{\"id\":$id,\"device\":$mla0,\"size\":4096,\"owner_pid\":$hpid,\"importers\":0,\"mappings\":1,\"exported\":false\}" || return 1
 	run 0 stats || return 1
-	has out '^live_regions +[1-9][0-9]*$' && has out '^allocs +[1-9]' || return 1
-	has out "^ +$mla0 +4 KiB +[0-9.]+ [KMG]iB$" || return 1
+	has out '^live_regions +[1-9][0-9]*$' && has out '^allocs +[1-9]' &&
+	has out '^hwm_regions +[1-9][0-9]*$' &&
+	has out '^hwm_mappings +[1-9][0-9]*$' || return 1
+	# Per MLA: live bytes, their high-water mark (at least this 4 KiB),
+	# capacity.
+	has out '^  MLA       live        hwm   capacity$' || return 1
+	has out "^ +$mla0 +4 KiB +[0-9.]+ [KMG]iB +[0-9.]+ [KMG]iB$" || return 1
+	[ "$(count out '^ +[0-9]+ +[0-9.]+ ([KMG]i)?B +[0-9.]+ ([KMG]i)?B +[0-9.]+ [KMG]iB$')" = "$devices" ] ||
+		{ echo "# stats: not one row per MLA of the node ($devices)"; return 1; }
+	run 0 --json stats || return 1
+	has out '"hwm_regions":[1-9][0-9]*,"hwm_mappings":[1-9][0-9]*,"devices":\[' &&
+	has out "\{\"mla\":$mla0,\"capacity\":[0-9]+,\"used\":4096,\"live\":4096,\"hwm\":[0-9]+\}" || return 1
 	# Changing the topology under a live region is refused.
 	run 1 topo set capacity=64M || return 1
 	line err 1 "mlap2pctl: topo set: Device or resource busy" || return 1
@@ -265,6 +275,8 @@ t_regions() {
 	rc=$?
 	hold_stop
 	[ $rc = 0 ] || return 1
+	# The region is gone from its MLA's live bytes, not from the mark.
+	run 0 stats && has out "^ +$mla0 +0 B +[0-9.]+ [KMG]iB +[0-9.]+ [KMG]iB$" || return 1
 	run 1 regions id="$id" || return 1
 	line err 1 "mlap2pctl: regions: No such file or directory" || return 1
 	line err 2 "kernel reports: no such region" || return 1
