@@ -56,6 +56,22 @@
  * mode the sender returns only once *head shows the receiver has read all.
  * A consequence worth knowing: a SIMPLE send waits for its receive to be
  * posted (a rendezvous), as NCCL's does; post both inside a group.
+ *
+ * Send in place over NET (MLAP2P_LINK_NETPTR; ptrExchange is NULL there).
+ * A proxy sends each SIMPLE step of such a link: normally from its slot, but
+ * from conn->ptrsFifo[slot] when that entry is not NULL.  A SIMPLE send whose
+ * whole buffer link->reg() accepts (a region the transport registered with
+ * the fabric) copies nothing: for each step it stores the step's address in
+ * ptrsFifo[slot], writes sizesFifo[slot] and releases *tail as usual (tail's
+ * release orders the pointer too).  The proxy takes the pointer after its
+ * acquire of *tail and stores NULL back once it handed the step to the
+ * fabric, before it returns the slot through *head; so a NULL entry always
+ * means "the data is in the slot", and copies through the slot never write
+ * ptrsFifo.  *head on such a link advances only once the fabric has
+ * completed the send of a step (the buffer may be reused), so the sender
+ * returns, as in read mode, only once *head has caught up with its last
+ * step (MLAP2P_MODE_NETPTR, SIMPLE_DRAIN).  reg() saying no (registration
+ * refused, MLAP2P_NET_REG=0) means the slots carry that message.
  */
 #ifndef MLAP2P_PROTO_H
 #define MLAP2P_PROTO_H
@@ -104,6 +120,8 @@ _Static_assert(MLAP2P_XCHG_OFFSET + sizeof(struct mlap2p_xchg) <= MEM_ALIGN,
 #define MLAP2P_LINK_SAMEPROC	0x2	/* raw pointers are valid on both ends */
 #define MLAP2P_LINK_NODIRECT	0x4	/* never offer this end's buffer */
 #define MLAP2P_LINK_NOREMOTE	0x8	/* write_peer was refused: stop trying */
+#define MLAP2P_LINK_NETPTR	0x10	/* a proxy sends SIMPLE steps from
+					 * ptrsFifo[slot] when set (NET) */
 
 /*
  * One end of a connection as the engines see it.  The callbacks belong to
@@ -129,6 +147,10 @@ struct mlap2p_link {
 	 * -EPERM or -ENOSYS when that is not allowed at all. */
 	int (*write_peer)(void *arg, uint64_t addr, const void *src,
 			  size_t bytes);
+	/* MLAP2P_LINK_NETPTR: may the proxy send [buf, buf+bytes) in place
+	 * (it lies in one region the fabric registered)?  1 yes, 0 no: the
+	 * slots carry it.  Called once per SIMPLE send, when it starts. */
+	int (*reg)(void *arg, const void *buf, size_t bytes);
 	void *arg;
 
 	/* engine state that outlives one message */
@@ -148,6 +170,8 @@ struct mlap2p_link {
 #define MLAP2P_MODE_REMOTE	3	/* sender writes through write_peer */
 #define MLAP2P_MODE_REFUSED	4	/* an address offer was refused: the
 					 * slots carry the data, sizes ~n */
+#define MLAP2P_MODE_NETPTR	5	/* the proxy sends from the sender's
+					 * buffer (ptrsFifo); no copy */
 
 struct mlap2p_op {
 	/* set by the caller */

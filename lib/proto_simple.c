@@ -18,6 +18,11 @@
  * refuses it step by step through sizesFifo (~n), which the receiver
  * recognises on the first step.  The step handshake is the same in all
  * modes.
+ *
+ * On a NET link (MLAP2P_LINK_NETPTR) a send from a buffer the transport
+ * registered (link->reg) copies nothing: each step publishes its address in
+ * ptrsFifo[slot] for the proxy to send from, and the sender drains, as in
+ * read mode, until *head says the fabric is done with every step.
  */
 #include <errno.h>
 #include <string.h>
@@ -74,6 +79,10 @@ int mlap2p_simple_start(struct mlap2p_op *op)
 	op->peerAddr = 0;
 	op->offeredAddr = 0;
 	op->state = conn->ptrExchange ? SIMPLE_XCHG : SIMPLE_STEPS;
+	if (op->send && op->bytes && !conn->ptrExchange && conn->ptrsFifo &&
+	    (op->link->flags & MLAP2P_LINK_NETPTR) && op->link->reg &&
+	    op->link->reg(op->link->arg, op->buf, op->bytes) == 1)
+		op->mode = MLAP2P_MODE_NETPTR;
 	return 0;
 }
 
@@ -175,7 +184,11 @@ static int simple_send_steps(struct mlap2p_op *op)
 				return ret;
 			}
 		}
-		if (op->mode == MLAP2P_MODE_WRITE)
+		if (op->mode == MLAP2P_MODE_NETPTR)
+			__atomic_store_n(&conn->ptrsFifo[s % NCCL_STEPS],
+					 (void *)(op->buf + op->off),
+					 __ATOMIC_RELAXED);
+		else if (op->mode == MLAP2P_MODE_WRITE)
 			memcpy(op->peerBuf + op->off, op->buf + op->off, n);
 		else if (op->mode == MLAP2P_MODE_FIFO ||
 			 op->mode == MLAP2P_MODE_REFUSED)
@@ -187,11 +200,12 @@ static int simple_send_steps(struct mlap2p_op *op)
 		op->left--;
 		mlap2p_store_release(conn->tail, op->step);
 		moved = 1;
-		if (op->mode != MLAP2P_MODE_READ && op->left)
+		if (op->mode != MLAP2P_MODE_READ &&
+		    op->mode != MLAP2P_MODE_NETPTR && op->left)
 			return MLAP2P_OP_MOVED;	/* one copy per call */
 	}
 	conn->step = op->step;
-	if (op->mode == MLAP2P_MODE_READ) {
+	if (op->mode == MLAP2P_MODE_READ || op->mode == MLAP2P_MODE_NETPTR) {
 		op->state = SIMPLE_DRAIN;
 		return MLAP2P_OP_MOVED;
 	}
@@ -251,7 +265,8 @@ int mlap2p_simple_progress(struct mlap2p_op *op)
 		return op->send ? simple_send_steps(op) : simple_recv_steps(op);
 	case SIMPLE_DRAIN:
 		/* Read mode: the receiver copies from our buffer until *head
-		 * catches up with the last step. */
+		 * catches up with the last step; NETPTR: the proxy sends from
+		 * it until then. */
 		if (mlap2p_load_acquire(op->link->conn->head) < op->step)
 			return MLAP2P_OP_IDLE;
 		op->link->head = op->step;

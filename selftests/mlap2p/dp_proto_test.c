@@ -816,4 +816,258 @@ TEST(addr_write_error_fails_send)
 	free(dst);
 }
 
+/* ---- NET: the proxy sends from the buffer (MLAP2P_LINK_NETPTR) -------- */
+
+/*
+ * A fake NET proxy on the send side of a wire: it takes each posted SIMPLE
+ * step by tail, "sends" it (copies it into @dst) from ptrsFifo[slot] when
+ * set, else from the slot, clears the entry, and only after @delay returns
+ * the slot through head, as lib/net.c does once the fabric completes.
+ */
+struct fake_proxy {
+	struct wire *w;
+	const char *src;		/* the message being sent */
+	char *dst;
+	size_t bytes, perStep;
+	uint64_t first, steps;		/* the message's steps */
+	useconds_t delay;
+	int inPlace, fromSlot;		/* steps of each kind */
+	int bad;			/* a pointer that is not src + offset */
+	uint64_t released;		/* head as the proxy last stored it */
+};
+
+static void *fake_proxy_main(void *arg)
+{
+	struct fake_proxy *f = arg;
+	struct wire *w = f->w;
+	size_t off = 0;
+	uint64_t s;
+
+	for (s = f->first; s < f->first + f->steps; s++) {
+		int slot = (int)(s % NCCL_STEPS);
+		const char *from;
+		void *ptr;
+		int n;
+
+		while (__atomic_load_n(&w->recvMem->tail, __ATOMIC_ACQUIRE) <= s)
+			if (__atomic_load_n(&w->abortFlag, __ATOMIC_RELAXED))
+				return NULL;
+		n = w->recvMem->sizesFifo[slot];
+		ptr = __atomic_load_n(&w->recvMem->ptrsFifo[slot], __ATOMIC_RELAXED);
+		if (n < 0 || off + (size_t)n > f->bytes) {
+			f->bad++;
+			n = 0;
+		}
+		if (ptr) {
+			f->inPlace++;
+			if (ptr != f->src + off)
+				f->bad++;
+			from = ptr;
+		} else {
+			f->fromSlot++;
+			from = w->sconn.buffs[NCCL_PROTO_SIMPLE] +
+			       (size_t)slot * (w->buffSizes[NCCL_PROTO_SIMPLE] /
+					       NCCL_STEPS);
+		}
+		memcpy(f->dst + off, from, (size_t)n);
+		off += (size_t)n;
+		__atomic_store_n(&w->recvMem->ptrsFifo[slot], NULL,
+				 __ATOMIC_RELAXED);
+		w->recvMem->sizesFifo[slot] = -1;
+		if (f->delay)
+			usleep(f->delay);
+		__atomic_store_n(&f->released, s + 1, __ATOMIC_RELAXED);
+		__atomic_store_n(&w->sendMem->head, s + 1, __ATOMIC_RELEASE);
+	}
+	return NULL;
+}
+
+struct net_wire {
+	struct wire w;
+	int regOk;		/* what reg() answers */
+	int regCalls;
+};
+
+static int net_reg(void *arg, const void *buf, size_t bytes)
+{
+	struct net_wire *nw = arg;
+
+	(void)buf;
+	(void)bytes;
+	nw->regCalls++;
+	return nw->regOk;
+}
+
+/* The send side of a NET connection: no ptrExchange, ptrsFifo wired. */
+static int net_wire_init(struct net_wire *nw, unsigned int flags, size_t chunk)
+{
+	int ret = wire_init(&nw->w, 8 * KiB, 16 * KiB, 4 * MiB, 0, chunk);
+
+	if (ret)
+		return ret;
+	nw->w.sconn.ptrExchange = NULL;
+	nw->w.sconn.ptrsFifo = nw->w.recvMem->ptrsFifo;
+	nw->w.sconn.sizesFifo = nw->w.recvMem->sizesFifo;
+	nw->w.slink.flags |= flags;
+	nw->w.slink.reg = net_reg;
+	nw->w.slink.arg = nw;
+	nw->regOk = 1;
+	nw->regCalls = 0;
+	return 0;
+}
+
+/*
+ * Send @bytes through the fake proxy; 0 or -errno.  @f says what it saw;
+ * the send must not return before the proxy released its last step.
+ */
+static int net_send(struct net_wire *nw, struct fake_proxy *f, const char *src,
+		    char *dst, size_t bytes, useconds_t delay, int *mode)
+{
+	struct mlap2p_op op = {
+		.link = &nw->w.slink, .proto = NCCL_PROTO_SIMPLE, .send = 1,
+		.buf = (char *)src, .bytes = bytes,
+	};
+	struct mlap2p_op *ops[1] = { &op };
+	size_t perStep = mlap2p_proto_step_bytes(&nw->w.slink, NCCL_PROTO_SIMPLE);
+	pthread_t t;
+	int ret;
+
+	memset(f, 0, sizeof(*f));
+	f->w = &nw->w;
+	f->src = src;
+	f->dst = dst;
+	f->bytes = bytes;
+	f->perStep = perStep;
+	f->first = nw->w.sconn.step;
+	f->steps = bytes ? (bytes + perStep - 1) / perStep : 1;
+	f->delay = delay;
+	if (pthread_create(&t, NULL, fake_proxy_main, f))
+		return -ENOMEM;
+	ret = run_ops(ops, 1);
+	/* Returned in place: the proxy must be done with every step already
+	 * (a copy through the slots may return as soon as it is posted). */
+	if (!ret && op.mode == MLAP2P_MODE_NETPTR &&
+	    __atomic_load_n(&f->released, __ATOMIC_RELAXED) !=
+		    f->first + f->steps)
+		ret = -EBUSY;
+	if (ret)
+		__atomic_store_n(&nw->w.abortFlag, 1, __ATOMIC_RELAXED);
+	pthread_join(t, NULL);
+	*mode = op.mode;
+	return ret;
+}
+
+/*
+ * Registered buffers: no byte of the slots is written, every step goes by
+ * pointer, and each send returns only after the proxy released its last
+ * step (the proxy sleeps before each release).  Empty messages and
+ * buffers reg() refuses go through the slots.
+ */
+TEST_F_TIMEOUT(solo, netptr_sends_in_place, 120)
+{
+	static const size_t sizes[] = { 1, 4097, 128 * KiB, MiB + 13, 5 * MiB + 1 };
+	const size_t max = 5 * MiB + 1, chunk = 128 * KiB;
+	char *src = malloc(max), *dst = malloc(max);
+	struct fake_proxy f;
+	struct net_wire nw;
+	unsigned int i;
+	int mode;
+
+	ASSERT_NE(NULL, src);
+	ASSERT_NE(NULL, dst);
+	ASSERT_EQ(0, net_wire_init(&nw, MLAP2P_LINK_NETPTR, chunk));
+	wire_set_step(&nw.w, 5);
+	for (i = 0; i < ARRAY_SIZE(sizes); i++) {
+		size_t n = sizes[i];
+
+		fill(src, n, 40 + i);
+		memset(dst, 0, n);
+		ASSERT_EQ(0, net_send(&nw, &f, src, dst, n, i == 3 ? 2000 : 0,
+				      &mode)) TH_LOG("%zu bytes", n);
+		EXPECT_EQ(MLAP2P_MODE_NETPTR, mode);
+		EXPECT_EQ(0, f.bad);
+		EXPECT_EQ((int)((n + chunk - 1) / chunk), f.inPlace);
+		EXPECT_EQ(0, f.fromSlot);
+		EXPECT_EQ(0, count_wrong(dst, n, 40 + i)) TH_LOG("%zu bytes", n);
+		/* the buffer is ours again: scribbling on it changes nothing */
+		memset(src, 0xee, n);
+		EXPECT_EQ(0, count_wrong(dst, n, 40 + i));
+	}
+	EXPECT_TRUE(all_zero(nw.w.sconn.buffs[NCCL_PROTO_SIMPLE], 4 * MiB));
+	EXPECT_EQ((int)ARRAY_SIZE(sizes), nw.regCalls);
+
+	/* an empty message still moves one step, through the slot */
+	ASSERT_EQ(0, net_send(&nw, &f, src, dst, 0, 0, &mode));
+	EXPECT_EQ(MLAP2P_MODE_FIFO, mode);
+	EXPECT_EQ(1, f.fromSlot);
+
+	/* refused: the same link copies through the slots, pointers NULL */
+	nw.regOk = 0;
+	fill(src, MiB + 13, 60);
+	ASSERT_EQ(0, net_send(&nw, &f, src, dst, MiB + 13, 0, &mode));
+	EXPECT_EQ(MLAP2P_MODE_FIFO, mode);
+	EXPECT_EQ(0, f.inPlace);
+	EXPECT_EQ(9, f.fromSlot);
+	EXPECT_EQ(0, f.bad);
+	EXPECT_EQ(0, count_wrong(dst, MiB + 13, 60));
+	EXPECT_FALSE(all_zero(nw.w.sconn.buffs[NCCL_PROTO_SIMPLE], 4 * MiB));
+
+	/* and back in place on the next registered one */
+	nw.regOk = 1;
+	fill(src, 3 * MiB, 61);
+	ASSERT_EQ(0, net_send(&nw, &f, src, dst, 3 * MiB, 0, &mode));
+	EXPECT_EQ(MLAP2P_MODE_NETPTR, mode);
+	EXPECT_EQ(24, f.inPlace);
+	EXPECT_EQ(0, f.fromSlot);
+	EXPECT_EQ(0, count_wrong(dst, 3 * MiB, 61));
+	wire_fini(&nw.w);
+	free(src);
+	free(dst);
+}
+
+/* Without MLAP2P_LINK_NETPTR (P2P links) reg() is never asked. */
+TEST(netptr_needs_the_link_flag)
+{
+	char *src = malloc(MiB), *dst = malloc(MiB);
+	struct fake_proxy f;
+	struct net_wire nw;
+	int mode;
+
+	ASSERT_NE(NULL, src);
+	ASSERT_NE(NULL, dst);
+	ASSERT_EQ(0, net_wire_init(&nw, 0, 0));
+	fill(src, MiB, 70);
+	ASSERT_EQ(0, net_send(&nw, &f, src, dst, MiB, 0, &mode));
+	EXPECT_EQ(MLAP2P_MODE_FIFO, mode);
+	EXPECT_EQ(0, nw.regCalls);
+	EXPECT_EQ(0, f.inPlace);
+	EXPECT_EQ(2, f.fromSlot);
+	EXPECT_EQ(0, count_wrong(dst, MiB, 70));
+	wire_fini(&nw.w);
+	free(src);
+	free(dst);
+}
+
+/* A send in place still fails on abort while the proxy sits on a step. */
+TEST(netptr_drain_ends_on_abort)
+{
+	char *src = calloc(1, MiB);
+	struct net_wire nw;
+	struct later l = { .after = 300000 };
+	pthread_t t;
+
+	ASSERT_NE(NULL, src);
+	ASSERT_EQ(0, net_wire_init(&nw, MLAP2P_LINK_NETPTR, 0));
+	/* nobody consumes: both steps post (credit), then the drain waits */
+	l.flag32 = &nw.w.abortFlag;
+	ASSERT_EQ(0, pthread_create(&t, NULL, set_later, &l));
+	EXPECT_EQ(-ECANCELED, run_one(&nw.w.slink, NCCL_PROTO_SIMPLE, 1, src, MiB));
+	pthread_join(t, NULL);
+	EXPECT_EQ((uint64_t)2, nw.w.recvMem->tail);
+	EXPECT_EQ((void *)src, nw.w.recvMem->ptrsFifo[0]);
+	EXPECT_EQ((void *)(src + 512 * KiB), nw.w.recvMem->ptrsFifo[1]);
+	wire_fini(&nw.w);
+	free(src);
+}
+
 TEST_HARNESS_MAIN
