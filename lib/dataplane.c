@@ -398,6 +398,14 @@ static int dp_write_peer(void *arg, uint64_t addr, const void *src,
 	return 0;
 }
 
+/* NET: may the proxy send this buffer in place (a registered region)? */
+static int dp_net_reg(void *arg, const void *buf, size_t bytes)
+{
+	struct dp_link *k = arg;
+
+	return mlap2p_net_reg(&k->conn->c, buf, bytes);
+}
+
 static int dp_resolve(void *arg, const struct mlap2p_xchg *x, void **ptr)
 {
 	struct dp_link *k = arg;
@@ -472,6 +480,9 @@ static struct dp_link *dp_link(struct dp *dp, int peer, int send, int *err,
 		k->l.flags |= MLAP2P_LINK_SAMEPROC;
 	if (dp->noDirect)
 		k->l.flags |= MLAP2P_LINK_NODIRECT;
+	/* NET: SIMPLE sends from registered regions go from the buffer. */
+	if (send && conn->mode == MLAP2P_CONN_NET && !dp->noDirect)
+		k->l.flags |= MLAP2P_LINK_NETPTR;
 	/* A plain buffer can be offered to a peer process on this host. */
 	k->cma = !dp->noCma && !send && !conn->read &&
 		 (conn->mode == MLAP2P_CONN_DIRECT ||
@@ -482,6 +493,7 @@ static struct dp_link *dp_link(struct dp *dp, int peer, int send, int *err,
 	k->l.describe = dp_describe;
 	k->l.resolve = dp_resolve;
 	k->l.write_peer = dp_write_peer;
+	k->l.reg = dp_net_reg;
 	k->l.arg = k;
 	k->l.head = 0;
 	k->l.tail = 0;

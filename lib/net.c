@@ -30,7 +30,13 @@
  *     SIMPLE steps by tail (size in sizesFifo), sends each step as one
  *     tagged message (SIMPLE straight from its slot; LL and LL128 as their
  *     payload, gathered out of the lines), and returns the slot through
- *     head once the send completed.
+ *     head once the send completed.  A SIMPLE step whose ptrsFifo[slot] is
+ *     set goes from that address instead (lib/proto.h, MLAP2P_LINK_NETPTR):
+ *     a send buffer from mlap2p_mem_alloc(), whose region the data plane
+ *     had registered (mlap2p_net_reg(), a per-communicator cache of
+ *     fi_mr_reg() keyed by region base, closed at teardown), so the data
+ *     plane copies nothing; if the provider refuses the registration
+ *     (or MLAP2P_NET_REG=0) that region's sends copy through the slots.
  *   receive side: the proxy posts one tagged receive per free slot (head
  *     says which) into the SIMPLE slot, with a small overflow iov for the
  *     largest LL128 step; a SIMPLE step is delivered by writing sizesFifo
@@ -190,6 +196,14 @@ int mlap2p_net_peer_alive(struct ncclComm *comm, int rank)
 
 uint64_t mlap2p_net_provider_hash(void)
 {
+	return 0;
+}
+
+int mlap2p_net_reg(struct ncclConnector *c, const void *buf, size_t bytes)
+{
+	(void)c;
+	(void)buf;
+	(void)bytes;
 	return 0;
 }
 
@@ -443,6 +457,21 @@ struct net_req {
 	int kind;
 };
 
+/*
+ * A user region (mlap2p_mem_alloc) registered for sends in place, or
+ * refused (@mr NULL: its sends copy through the slots).  Keyed by @base;
+ * @regionId tells a region freed and allocated again at the same address.
+ * Only under @nc->lock; closed with the domain.
+ */
+struct net_reg {
+	struct net_reg *next;
+	char *base;
+	size_t size;
+	uint64_t regionId;
+	struct fid_mr *mr;
+	void *desc;
+};
+
 struct net_peer {
 	fi_addr_t addr;			/* FI_ADDR_NOTAVAIL until inserted */
 	uint8_t raw[NET_ADDR_MAX];	/* its endpoint name */
@@ -480,6 +509,8 @@ struct net_comm {
 	int mrLocal;			/* FI_MR_LOCAL: pass descriptors */
 	int provKey;			/* FI_MR_PROV_KEY */
 	uint64_t nextKey;
+	int regOn;			/* MLAP2P_NET_REG: register user regions */
+	struct net_reg *regs;		/* user regions seen by mlap2p_net_reg */
 	size_t iovLimit;
 	size_t rxSize;			/* receives the endpoint can hold */
 	int recvConns;			/* receive connections on @conns */
@@ -531,6 +562,7 @@ struct ncclProxyArgs {
 	size_t payload[NCCL_NUM_PROTOCOLS];	/* payload bytes per step */
 	char *aux;			/* send: gather; recv: landing overflow */
 	size_t auxStep;
+	struct net_reg *lastReg;	/* send: the last region sent from */
 
 	uint64_t posted;		/* next step to send / to post */
 	uint64_t done;			/* next step completed / delivered */
@@ -580,6 +612,7 @@ static void net_close_fid(struct fid *fid)
 static void net_comm_release(struct net_comm *nc)
 {
 	struct ncclProxyArgs *a;
+	struct net_reg *g;
 	struct net_req *r;
 
 	if (nc->threadStarted) {
@@ -590,6 +623,11 @@ static void net_comm_release(struct net_comm *nc)
 	net_close_fid(nc->ep ? &nc->ep->fid : NULL);
 	net_close_fid(nc->av ? &nc->av->fid : NULL);
 	net_close_fid(nc->cq ? &nc->cq->fid : NULL);
+	while ((g = nc->regs)) {
+		nc->regs = g->next;
+		net_close_fid(g->mr ? &g->mr->fid : NULL);
+		free(g);
+	}
 	while ((a = nc->all)) {
 		nc->all = a->allNext;
 		net_close_fid(a->mr ? &a->mr->fid : NULL);
@@ -674,7 +712,7 @@ static int net_comm_open(struct net_comm *nc)
 static int net_comm_get(struct ncclComm *comm, struct net_comm **out)
 {
 	struct net_comm *nc;
-	long timeoutMs;
+	long timeoutMs, regOn;
 	int ret, r;
 
 	pthread_mutex_lock(&net_registry_lock);
@@ -692,12 +730,15 @@ static int net_comm_get(struct ncclComm *comm, struct net_comm **out)
 		return -E2BIG;
 	ret = mlap2p_env_timeout("MLAP2P_PEER_TIMEOUT", NET_DEFAULT_TIMEOUT_MS,
 				 &timeoutMs);
+	if (!ret)
+		ret = mlap2p_env_int("MLAP2P_NET_REG", 0, 1, 1, &regOn);
 	if (ret)
 		return ret;
 	nc = calloc(1, sizeof(*nc));
 	if (!nc)
 		return -ENOMEM;
 	nc->comm = comm;
+	nc->regOn = (int)regOn;
 	nc->refs = 1;
 	pthread_mutex_init(&nc->lock, NULL);
 	nc->timeoutMs = timeoutMs;
@@ -908,6 +949,27 @@ static void net_ll_scrub(struct ncclProxyArgs *a, uint64_t s)
 	__atomic_store_n(&line[1], f, __ATOMIC_RELAXED);
 }
 
+static inline int net_reg_holds(const struct net_reg *g, const char *ptr,
+				size_t len)
+{
+	return g->mr && ptr >= g->base && len <= g->size &&
+	       (size_t)(ptr - g->base) <= g->size - len;
+}
+
+/* The registered region [ptr, ptr+len) lies in; @a->nc->lock held. */
+static struct net_reg *net_reg_find(struct ncclProxyArgs *a, const char *ptr,
+				    size_t len)
+{
+	struct net_reg *g = a->lastReg;
+
+	if (g && net_reg_holds(g, ptr, len))
+		return g;
+	for (g = a->nc->regs; g; g = g->next)
+		if (net_reg_holds(g, ptr, len))
+			return a->lastReg = g;
+	return NULL;
+}
+
 /*
  * What step @s is, once the data plane posted it.  The sender announces
  * every step's size in sizesFifo before its data (SIMPLE: before tail;
@@ -920,13 +982,14 @@ static void net_ll_scrub(struct ncclProxyArgs *a, uint64_t s)
  * @len), -errno.
  */
 static int net_send_ready(struct ncclProxyArgs *a, uint64_t s, int *proto,
-			  char **buf, size_t *len)
+			  char **buf, size_t *len, void **desc)
 {
 	int *sizes = a->recvMem->sizesFifo;
 	int slot = (int)(s % NCCL_STEPS);
 	const uint64_t *line;
 	uint64_t tail;
 	char *out = a->aux + (size_t)slot * a->auxStep;
+	void *ptr;
 	int n;
 
 	tail = __atomic_load_n(&a->recvMem->tail, __ATOMIC_ACQUIRE);
@@ -962,6 +1025,15 @@ static int net_send_ready(struct ncclProxyArgs *a, uint64_t s, int *proto,
 	*proto = NCCL_PROTO_SIMPLE;
 	*buf = net_slot(a, NCCL_PROTO_SIMPLE, s);
 	*len = (size_t)n;
+	ptr = __atomic_load_n(&a->recvMem->ptrsFifo[slot], __ATOMIC_RELAXED);
+	if (ptr) {	/* in place, from a registered region */
+		struct net_reg *g = net_reg_find(a, ptr, (size_t)n);
+
+		if (!g)
+			return -EFAULT;
+		*buf = ptr;
+		*desc = g->desc;
+	}
 	return 1;
 }
 
@@ -980,13 +1052,16 @@ static ncclResult_t netSendProxy(struct ncclProxyArgs *a)
 		struct net_req *r;
 		size_t len = 0;
 		char *buf = NULL;
+		void *desc = a->desc;
 		int proto = 0, ret;
 		ssize_t rc;
 
-		ret = net_send_ready(a, s, &proto, &buf, &len);
+		ret = net_send_ready(a, s, &proto, &buf, &len, &desc);
 		if (ret < 0) {
 			a->err = ret;
 			net_peer_fail(nc, a->peer, ret,
+				      ret == -EFAULT ?
+				      "channel %d: step %llu posted from a buffer no registered region holds" :
 				      "channel %d: step %llu posted with a size its FIFO cannot hold",
 				      a->channel, (unsigned long long)s);
 			return ncclInternalError;
@@ -996,7 +1071,7 @@ static ncclResult_t netSendProxy(struct ncclProxyArgs *a)
 		r = net_req_get(a, NET_REQ_SEND, s);
 		if (!r)
 			return ncclSystemError;
-		rc = fi_tsend(ep, buf, len, a->desc, dest,
+		rc = fi_tsend(ep, buf, len, desc, dest,
 			      a->tagBase | NET_TAG(0, proto, 0, 0, s), &r->ctx);
 		if (rc == -FI_EAGAIN) {
 			net_req_put(a, r);
@@ -1012,8 +1087,11 @@ static ncclResult_t netSendProxy(struct ncclProxyArgs *a)
 		}
 		/* Consumed (only now: EAGAIN above retries the same step): the
 		 * data plane announces step s + 8 afresh, and LL's line 0
-		 * must not look posted until it does. */
+		 * must not look posted until it does; a later step of this
+		 * slot is in the slot unless it says otherwise. */
 		__atomic_store_n(&a->recvMem->sizesFifo[s % NCCL_STEPS], -1,
+				 __ATOMIC_RELAXED);
+		__atomic_store_n(&a->recvMem->ptrsFifo[s % NCCL_STEPS], NULL,
 				 __ATOMIC_RELAXED);
 		if (proto == NCCL_PROTO_LL)
 			net_ll_scrub(a, s);
@@ -1352,6 +1430,76 @@ int mlap2p_net_progress(struct ncclConnector *c)
 	net_tls = saved;
 	pthread_mutex_unlock(&nc->lock);
 	return moved;
+}
+
+/*
+ * May the proxy of send connector @c send [buf, buf+bytes) in place?  Yes
+ * when it lies in one region of this communicator's runtime (a buffer from
+ * mlap2p_mem_alloc()) that the fabric registered: on first use each region
+ * is registered once with fi_mr_reg() and cached per communicator (closed
+ * with the domain at teardown).  A region the provider refuses (or every
+ * region, MLAP2P_NET_REG=0) is remembered as refused: INFO once, and its
+ * sends copy through the slots.  1 or 0; never an error.
+ */
+int mlap2p_net_reg(struct ncclConnector *c, const void *buf, size_t bytes)
+{
+	struct ncclProxyArgs *a = c->proxyAppend;
+	struct ncclRtPointerAttributes attr;
+	struct net_comm *nc;
+	struct ncclComm *comm;
+	struct net_reg *g;
+	int ret, ok;
+
+	if (!a || !a->nc || !a->send || !bytes)
+		return 0;
+	nc = a->nc;
+	comm = nc->comm;
+	if (comm->rt->ops->pointerGetAttributes(comm->rt, buf, &attr) ||
+	    !attr.owned || attr.offset > attr.size ||
+	    attr.size - attr.offset < bytes)
+		return 0;
+	net_lock(nc);
+	for (g = nc->regs; g && g->base != (char *)attr.base; g = g->next)
+		;
+	if (g && (g->regionId != attr.regionId || g->size != attr.size)) {
+		/* freed and allocated again at the same address */
+		net_close_fid(g->mr ? &g->mr->fid : NULL);
+		g->mr = NULL;
+		g->desc = NULL;
+	} else if (g) {
+		ok = g->mr != NULL;
+		net_unlock(nc);
+		return ok;
+	} else {
+		g = calloc(1, sizeof(*g));
+		if (!g) {
+			net_unlock(nc);
+			return 0;
+		}
+		g->next = nc->regs;
+		nc->regs = g;
+	}
+	g->base = attr.base;
+	g->size = attr.size;
+	g->regionId = attr.regionId;
+	ret = -EPERM;
+	if (nc->regOn)
+		ret = net_errno(fi_mr_reg(nc->domain, g->base, g->size, FI_SEND,
+					  0, nc->provKey ? 0 : nc->nextKey++,
+					  0, &g->mr, NULL));
+	if (ret) {
+		g->mr = NULL;
+		INFO(NCCL_NET, "NET: rank %d: region %p (%zu bytes) not registered (%s); SIMPLE sends from it copy through the FIFO",
+		     comm->rank, attr.base, attr.size,
+		     nc->regOn ? net_strerror(ret) : "MLAP2P_NET_REG=0");
+	} else {
+		g->desc = fi_mr_desc(g->mr);
+		INFO(NCCL_NET, "NET: rank %d: region %p (%zu bytes) registered with %s; SIMPLE sends from it go in place",
+		     comm->rank, attr.base, attr.size, nc->prov);
+	}
+	ok = g->mr != NULL;
+	net_unlock(nc);
+	return ok;
 }
 
 /*

@@ -17,9 +17,14 @@
  *   NCCL_SOCKET_IFNAME          the interface, as for the bootstrap
  *   MLAP2P_PEER_TIMEOUT         silence after which a NET peer is declared
  *                               unreachable (the data plane's peer timeout)
+ *   MLAP2P_NET_REG=0            never register send buffers: SIMPLE sends
+ *                               from mlap2p_mem_alloc() memory copy through
+ *                               the FIFO like any other
  */
 #ifndef MLAP2P_NET_H
 #define MLAP2P_NET_H
+
+#include <stddef.h>
 
 struct ncclComm;
 
@@ -51,5 +56,15 @@ struct ncclConnector;
  * moved.  @c must be a connected NET connector.
  */
 int mlap2p_net_progress(struct ncclConnector *c);
+
+/*
+ * Send in place (lib/proto.h, MLAP2P_LINK_NETPTR): 1 when the proxy of
+ * NET send connector @c may send [buf, buf+bytes) straight from the
+ * buffer, i.e. it lies in one region from mlap2p_mem_alloc() that the
+ * fabric registered (once per region and communicator, on first use); 0
+ * when the slots must carry it (not a region, the provider refused the
+ * registration, MLAP2P_NET_REG=0).  Never an error.
+ */
+int mlap2p_net_reg(struct ncclConnector *c, const void *buf, size_t bytes);
 
 #endif /* MLAP2P_NET_H */

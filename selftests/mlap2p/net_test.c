@@ -337,6 +337,164 @@ TEST_F_TIMEOUT(net, four_ranks_four_channels_random, 150)
 	ASSERT_EQ(0, lt_run_threads(4, cores, move_rank, &a, ranks));
 }
 
+/* ---- SIMPLE sends in place from registered buffers ---- */
+
+/* ops and single-copy of this rank's link to @peer, from mlap2p_dump_state. */
+static int link_counts(struct mlap2p_comm *comm, int peer,
+		       unsigned long long *ops, unsigned long long *direct)
+{
+	char out[8192] = "", key[32];
+	const char *at;
+	ssize_t got;
+	int fds[2];
+
+	if (pipe(fds))
+		return -1;
+	if (mlap2p_dump_state(comm, fds[1])) {
+		close(fds[0]);
+		close(fds[1]);
+		return -1;
+	}
+	close(fds[1]);
+	got = read(fds[0], out, sizeof(out) - 1);
+	close(fds[0]);
+	snprintf(key, sizeof(key), " -> %d ch ", peer);
+	at = got > 0 ? strstr(out, key) : NULL;
+	at = at ? strstr(at, " ops ") : NULL;
+	if (!at || sscanf(at, " ops %llu single-copy %llu", ops, direct) != 2)
+		return -1;
+	return 0;
+}
+
+static int all_zero(const unsigned char *p, size_t n)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		if (p[i])
+			return 0;
+	return 1;
+}
+
+struct reg_arg {
+	int inPlace;		/* expect the sends to go from the buffer */
+};
+
+/*
+ * Every rank sends from a buffer of mlap2p_mem_alloc() over SIMPLE, three
+ * times per size with a new pattern each time (written right after the
+ * send returns, so a send that returned before the proxy was done with the
+ * buffer shows as wrong bytes).  In place: the single-copy counter counts
+ * every send and the send FIFO's SIMPLE slots were never written; refused:
+ * none counted, the slots carried it.  Then a malloc'd buffer on the same
+ * link goes through the slots, counted as a copy.
+ */
+static int reg_rank(struct lt_rank *r)
+{
+	const struct reg_arg *a = r->arg;
+	static const size_t base_sizes[] = { 4097, (1 << 20) + 13, 300000 };
+	size_t sizes[ARRAY_SIZE(base_sizes) + 1], max = 0;
+	unsigned long long ops, direct, ops0, direct0;
+	struct mlap2p_conn_desc d;
+	unsigned char *sbuf = NULL, *rbuf = NULL, *plain = NULL;
+	int prev, next, ns = 0, s, it, sends = 0, ret = 0;
+
+	for (s = 0; s < (int)ARRAY_SIZE(base_sizes); s++)
+		sizes[ns++] = base_sizes[s];
+	if (!getenv("MLAP2P_TEST_QUICK"))
+		sizes[ns++] = 64 << 20;
+	for (s = 0; s < ns; s++)
+		if (sizes[s] > max)
+			max = sizes[s];
+	if (lt_init(r))
+		return 1;
+	if (mlap2p_connect_ring(r->comm, 1) ||
+	    mlap2p_ring_get(r->comm, 0, NULL, &prev, &next) ||
+	    mlap2p_conn_get(r->comm, 0, next, MLAP2P_DIR_SEND, &d) ||
+	    d.path != MLAP2P_PATH_NET) {
+		ret = 2;
+		goto out;
+	}
+	rbuf = malloc(max);
+	plain = malloc((1 << 20) + 13);
+	if (mlap2p_mem_alloc(r->comm, max, (void **)&sbuf) || !rbuf || !plain ||
+	    mlap2p_set_proto(r->comm, MLAP2P_PROTO_SIMPLE)) {
+		ret = 3;
+		goto out;
+	}
+	if (link_counts(r->comm, next, &ops0, &direct0))
+		ops0 = direct0 = 0;	/* no link yet */
+	for (s = 0; s < ns && !ret; s++)
+		for (it = 0; it < 3 && !ret; it++) {
+			ret = ring_step(r, prev, next, sizes[s], it + 10 * s,
+					sbuf, rbuf);
+			sends++;
+		}
+	if (ret)
+		goto out;
+	if (link_counts(r->comm, next, &ops, &direct)) {
+		ret = 4;
+		goto out;
+	}
+	if (ops - ops0 != (unsigned long long)sends ||
+	    direct - direct0 != (a->inPlace ? (unsigned long long)sends : 0)) {
+		snprintf(r->msg, sizeof(r->msg),
+			 "%llu sends, %llu single copy; want %d, %d",
+			 ops - ops0, direct - direct0, sends,
+			 a->inPlace ? sends : 0);
+		ret = 5;
+		goto out;
+	}
+	if (all_zero((const unsigned char *)d.host->conn.buffs[NCCL_PROTO_SIMPLE],
+		     (size_t)d.buff_sizes[NCCL_PROTO_SIMPLE]) != a->inPlace) {
+		snprintf(r->msg, sizeof(r->msg), "the SIMPLE slots were %s",
+			 a->inPlace ? "written" : "never written");
+		ret = 6;
+		goto out;
+	}
+	/* a plain buffer on the same link: through the slots, no single copy */
+	ret = ring_step(r, prev, next, (1 << 20) + 13, 99, plain, rbuf);
+	if (!ret && (link_counts(r->comm, next, &ops, &direct) ||
+		     direct - direct0 != (a->inPlace ? (unsigned long long)sends : 0)))
+		ret = 7;
+out:
+	if (sbuf && mlap2p_mem_free(r->comm, sbuf) && !ret)
+		ret = 8;
+	free(rbuf);
+	free(plain);
+	if (mlap2p_comm_destroy(r->comm) && !ret)
+		ret = 9;
+	return ret;
+}
+
+/* NET registers the region once and the proxy sends from it in place. */
+TEST_F_TIMEOUT(net, registered_send_in_place, 120)
+{
+	static const int cores[2] = { 0, 1 };
+	struct reg_arg a = { .inPlace = 1 };
+	struct lt_rank ranks[2];
+
+	SKIPPED_IN_SETUP();
+
+	setenv("NCCL_P2P_DISABLE", "1", 1);
+	ASSERT_EQ(0, lt_run_threads(2, cores, reg_rank, &a, ranks));
+}
+
+/* Registration refused (MLAP2P_NET_REG=0): the same bytes, through the slots. */
+TEST_F_TIMEOUT(net, registered_send_refused_copies, 120)
+{
+	static const int cores[2] = { 0, 1 };
+	struct reg_arg a = { .inPlace = 0 };
+	struct lt_rank ranks[2];
+
+	SKIPPED_IN_SETUP();
+
+	setenv("NCCL_P2P_DISABLE", "1", 1);
+	setenv("MLAP2P_NET_REG", "0", 1);
+	ASSERT_EQ(0, lt_run_threads(2, cores, reg_rank, &a, ranks));
+	unsetenv("MLAP2P_NET_REG");
+}
+
 /* ---- processes: failures name the peer ---- */
 
 static char helper_path[640];
