@@ -567,9 +567,36 @@ static void dp_complete(struct dp_link *k, int status)
 }
 
 /* Fail everything queued on @k with @err (the link is broken). */
+/*
+ * A receive that offered its buffer's address to a peer process is about
+ * to end unfinished: wait until the sender can write into it no more
+ * (mlap2p_simple_revoke), or the sender is gone, or the peer timeout.
+ */
+static void dp_withdraw(struct dp_link *k)
+{
+	struct dp *dp = k->dp;
+	int64_t deadline;
+
+	if (!k->qhead || mlap2p_simple_revoke(k->qhead))
+		return;
+	deadline = mlap2p_now_ms() + (dp->peerTimeoutMs ? dp->peerTimeoutMs :
+				      DP_PEER_TIMEOUT_MS);
+	while (!mlap2p_simple_revoke(k->qhead)) {
+		if (mlap2p_peer_alive(dp->comm, k->l.peer))
+			return;
+		if (mlap2p_now_ms() > deadline) {
+			WARN("rank %d: rank %d did not confirm it stopped writing into a cancelled receive of %zu bytes",
+			     dp->comm->rank, k->l.peer, k->qhead->bytes);
+			return;
+		}
+		sched_yield();
+	}
+}
+
 static void dp_fail_link(struct dp_link *k, int err)
 {
 	k->err = err;
+	dp_withdraw(k);
 	while (k->qhead)
 		dp_complete(k, err);
 }
@@ -1184,6 +1211,7 @@ static void dp_free(struct ncclComm *comm)
 		if (!k)
 			continue;
 		/* Requests still queued (abort) end as cancelled. */
+		dp_withdraw(k);
 		while (k->qhead)
 			dp_complete(k, -ECANCELED);
 		free(k);

@@ -50,8 +50,15 @@
  * (-EPERM or -ENOSYS on the first step, e.g. Yama's ptrace_scope) refuses
  * an address offer: it copies through the slots and writes ~n instead of n
  * to sizesFifo, which tells the receiver to copy out, and it refuses at once
- * from then on (MLAP2P_LINK_NOREMOTE).  The descriptor
- * names the message's first step, so an offer can never be applied to the
+ * from then on (MLAP2P_LINK_NOREMOTE); -EFAULT on the first step (a
+ * buffer the kernel cannot write so) refuses that message only.  A
+ * receiver that gives up a message whose address it offered (abort,
+ * destroy, an error) must not return while the sender may still write into
+ * its buffer: mlap2p_simple_revoke() takes the offer back if it was not
+ * taken yet (both sides take it with a compare-and-swap), else sets
+ * x->revoked; the sender checks that before every write and while it
+ * waits for credit, and answers x->revokeAck.  The descriptor names the
+ * message's first step, so an offer can never be applied to the
  * wrong message.  The step handshake runs unchanged in every mode; in read
  * mode the sender returns only once *head shows the receiver has read all.
  * A consequence worth knowing: a SIMPLE send waits for its receive to be
@@ -101,6 +108,8 @@ struct mlap2p_xchg {
 	uint64_t offset;	/* into the region named by ipc, or the address */
 	uint64_t pad;
 	uint8_t ipc[64];	/* the region's IPC handle */
+	uint64_t revoked;	/* receiver: step + 1, the address is withdrawn */
+	uint64_t revokeAck;	/* sender: step + 1, it writes there no more */
 };
 
 _Static_assert(MLAP2P_XCHG_OFFSET >= offsetof(struct ncclSendMem, ptrExchange) +
@@ -204,6 +213,12 @@ int mlap2p_ll128_start(struct mlap2p_op *op);
 int mlap2p_ll128_progress(struct mlap2p_op *op);
 int mlap2p_simple_start(struct mlap2p_op *op);
 int mlap2p_simple_progress(struct mlap2p_op *op);
+/*
+ * A receive that will not complete withdraws its address offer.  1 when
+ * the sender can no longer write into op->buf, 0 while it may: call again
+ * (the caller bounds the wait by the peer's liveness and a deadline).
+ */
+int mlap2p_simple_revoke(struct mlap2p_op *op);
 
 /* Payload bytes one step of proto carries on link (0: unusable). */
 size_t mlap2p_proto_step_bytes(const struct mlap2p_link *link, int proto);

@@ -25,6 +25,7 @@
  * read mode, until *head says the fabric is done with every step.
  */
 #include <errno.h>
+#include <stdbool.h>
 #include <string.h>
 
 #include "proto.h"
@@ -142,6 +143,11 @@ static int simple_accept(struct mlap2p_op *op)
 	} else if (val == MLAP2P_XCHG_ADDR) {
 		if (!op->send)
 			return -EPROTO;	/* only a receiver offers an address */
+		/* the receiver may withdraw it (mlap2p_simple_revoke) */
+		if (!__atomic_compare_exchange_n(px, &val, NULL, false,
+						 __ATOMIC_ACQ_REL,
+						 __ATOMIC_ACQUIRE))
+			return MLAP2P_OP_IDLE;
 		if (link->write_peer && !(link->flags & MLAP2P_LINK_NOREMOTE)) {
 			op->mode = MLAP2P_MODE_REMOTE;
 			op->peerAddr = x->offset;
@@ -155,9 +161,48 @@ static int simple_accept(struct mlap2p_op *op)
 		op->peerBuf = ptr;
 		op->mode = op->send ? MLAP2P_MODE_WRITE : MLAP2P_MODE_READ;
 	}
-	__atomic_store_n(px, NULL, __ATOMIC_RELEASE);
+	if (val != MLAP2P_XCHG_ADDR)
+		__atomic_store_n(px, NULL, __ATOMIC_RELEASE);
 	op->state = SIMPLE_STEPS;
 	return MLAP2P_OP_MOVED;
+}
+
+/* Sender of an address offer: has the receiver withdrawn it?  Then say
+ * we heard, and write no more. */
+static int simple_revoked(struct mlap2p_op *op)
+{
+	struct mlap2p_xchg *x = simple_xchg(op->link->conn);
+	uint64_t tag = op->first + 1;
+
+	if (__atomic_load_n(&x->revoked, __ATOMIC_SEQ_CST) != tag)
+		return 0;
+	__atomic_store_n(&x->revokeAck, tag, __ATOMIC_RELEASE);
+	return 1;
+}
+
+int mlap2p_simple_revoke(struct mlap2p_op *op)
+{
+	struct ncclConnInfo *conn = op->link->conn;
+	void *val = MLAP2P_XCHG_ADDR;
+	struct mlap2p_xchg *x;
+	uint64_t tag = op->first + 1;
+
+	if (op->proto != NCCL_PROTO_SIMPLE || op->send || !op->offeredAddr ||
+	    op->mode == MLAP2P_MODE_REFUSED)
+		return 1;
+	/* Not taken yet: take it back, and the sender never writes. */
+	if (__atomic_compare_exchange_n(conn->ptrExchange, &val, NULL, false,
+					__ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+		op->offeredAddr = 0;
+		return 1;
+	}
+	x = simple_xchg(conn);
+	if (__atomic_load_n(&x->revoked, __ATOMIC_RELAXED) != tag)
+		__atomic_store_n(&x->revoked, tag, __ATOMIC_SEQ_CST);
+	/* Every step already written: nothing more can come. */
+	if (mlap2p_load_acquire(conn->tail) >= op->step + op->left)
+		return 1;
+	return __atomic_load_n(&x->revokeAck, __ATOMIC_ACQUIRE) == tag;
 }
 
 static int simple_send_steps(struct mlap2p_op *op)
@@ -171,14 +216,25 @@ static int simple_send_steps(struct mlap2p_op *op)
 		uint64_t s = op->step;
 		size_t n = mlap2p_min(op->bytes - op->off, op->perStep);
 
+		if ((op->mode == MLAP2P_MODE_REMOTE ||
+		     op->mode == MLAP2P_MODE_REFUSED) && simple_revoked(op))
+			return -ECANCELED;	/* the receiver gave up */
 		if (!mlap2p_has_credit(link, s))
 			return moved ? MLAP2P_OP_MOVED : MLAP2P_OP_IDLE;
 		if (op->mode == MLAP2P_MODE_REMOTE) {
 			int ret = link->write_peer(link->arg, op->peerAddr + op->off,
 						   op->buf + op->off, n);
 
-			if (ret && (ret == -EPERM || ret == -ENOSYS) && !op->off) {
-				link->flags |= MLAP2P_LINK_NOREMOTE;
+			/*
+			 * Not allowed at all (-EPERM, -ENOSYS): refuse this and
+			 * every later offer.  This buffer cannot be written so
+			 * (-EFAULT: e.g. another driver's PFN mapping): refuse
+			 * this one.  Both only before anything was written.
+			 */
+			if (ret && !op->off && (ret == -EPERM || ret == -ENOSYS ||
+						ret == -EFAULT)) {
+				if (ret != -EFAULT)
+					link->flags |= MLAP2P_LINK_NOREMOTE;
 				op->mode = MLAP2P_MODE_REFUSED;
 			} else if (ret) {
 				return ret;
