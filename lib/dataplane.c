@@ -21,6 +21,7 @@
 #include <string.h>
 #include <strings.h>
 #include <linux/membarrier.h>
+#include <poll.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
 #include <unistd.h>
@@ -51,6 +52,8 @@ struct dp_link {
 	uint64_t direct;		/* of which single copy */
 	int cma;			/* may offer plain buffers' addresses */
 	int peerChecked;		/* write_peer: 1 pid verified, -1 not */
+	int pidfd;			/* the peer's process, or -1 */
+	uint64_t cmaNext;		/* where the message's next step goes */
 	unsigned int usable;		/* protocols these buffers carry */
 };
 
@@ -367,9 +370,26 @@ static int dp_write_peer(void *arg, uint64_t addr, const void *src,
 		if (k->peerChecked < 0)
 			INFO(NCCL_P2P, "rank %d: pid %d is not rank %d as this process sees it; no cross-memory attach",
 			     k->dp->comm->rank, pi->pid, k->l.peer);
+#ifdef SYS_pidfd_open
+		/* Holds on to that very process: it shows when it exits, so
+		 * a recycled pid is never written to. */
+		if (k->peerChecked > 0)
+			k->pidfd = (int)syscall(SYS_pidfd_open, pi->pid, 0);
+#endif
 	}
 	if (k->peerChecked < 0)
 		return -EPERM;
+	/* Each message's first step: is the receiver still that process? */
+	if (addr != k->cmaNext && k->pidfd >= 0) {
+		struct pollfd p = { .fd = k->pidfd, .events = POLLIN };
+
+		if (poll(&p, 1, 0) > 0) {
+			WARN("rank %d: peer rank %d (pid %d) died; a send to it failed (%zu bytes by cross-memory attach)",
+			     k->dp->comm->rank, k->l.peer, pi->pid, bytes);
+			return -ECONNRESET;
+		}
+	}
+	k->cmaNext = addr + bytes;
 	while (local.iov_len) {
 		n = process_vm_writev(pi->pid, &local, 1, &remote, 1, 0);
 		if (n < 0) {
@@ -465,6 +485,7 @@ static struct dp_link *dp_link(struct dp *dp, int peer, int send, int *err,
 		*err = -ENOMEM;
 		return NULL;
 	}
+	k->pidfd = -1;
 	k->dp = dp;
 	k->conn = conn;
 	k->l.conn = &conn->c.conn;
@@ -1214,6 +1235,8 @@ static void dp_free(struct ncclComm *comm)
 		dp_withdraw(k);
 		while (k->qhead)
 			dp_complete(k, -ECANCELED);
+		if (k->pidfd >= 0)
+			close(k->pidfd);
 		free(k);
 	}
 	free(dp->links);
