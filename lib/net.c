@@ -1614,11 +1614,21 @@ static ncclResult_t netCanConnect(int *ret, struct ncclTopoSystem *topo,
 
 uint64_t mlap2p_net_provider_hash(void)
 {
-	char prov[NET_PROV_MAX];
+	const char *hint, *fi;
+	char key[256];
 
-	if (net_disabled() || net_probe_local(prov, sizeof(prov)) || !prov[0])
+	if (net_disabled())
 		return 0;
-	return mlap2p_hash(prov, strlen(prov), NET_MAGIC) | 1;
+	/*
+	 * What this rank asks libfabric for, not what it finds: probing
+	 * (dlopen, fi_getinfo) here would cost every init, NET or not, and
+	 * run before the rank reaches the bootstrap root.  canConnect probes
+	 * its own side; connect compares the names the two sides found.
+	 */
+	hint = net_provider_hint();
+	fi = getenv("FI_PROVIDER");
+	snprintf(key, sizeof(key), "%s|%s", hint ? hint : "", fi ? fi : "");
+	return mlap2p_hash(key, strlen(key), NET_MAGIC) | 1;
 }
 
 static void net_fill_blob(struct net_comm *nc, struct ncclComm *comm,
