@@ -34,9 +34,11 @@
  *     set goes from that address instead (lib/proto.h, MLAP2P_LINK_NETPTR):
  *     a send buffer from mlap2p_mem_alloc(), whose region the data plane
  *     had registered (mlap2p_net_reg(), a per-communicator cache of
- *     fi_mr_reg() keyed by region base, closed at teardown), so the data
- *     plane copies nothing; if the provider refuses the registration
- *     (or MLAP2P_NET_REG=0) that region's sends copy through the slots.
+ *     fi_mr_reg() keyed by region base, whose entries never overlap: an
+ *     old one a new region overlaps, or whose region was freed, is closed
+ *     when a region is registered), so the data plane copies nothing; if
+ *     the provider refuses the registration (or MLAP2P_NET_REG=0) that
+ *     region's sends copy through the slots.
  *   receive side: the proxy posts one tagged receive per free slot (head
  *     says which) into the SIMPLE slot, with a small overflow iov for the
  *     largest LL128 step; a SIMPLE step is delivered by writing sizesFifo
@@ -461,7 +463,10 @@ struct net_req {
  * A user region (mlap2p_mem_alloc) registered for sends in place, or
  * refused (@mr NULL: its sends copy through the slots).  Keyed by @base;
  * @regionId tells a region freed and allocated again at the same address.
- * Only under @nc->lock; closed with the domain.
+ * The entries of a communicator never overlap (mlap2p_net_reg drops the
+ * old ones a new region overlaps), so the one entry that holds a step's
+ * pointer is the region the data plane registered for it.  Only under
+ * @nc->lock; closed when dropped or with the domain.
  */
 struct net_reg {
 	struct net_reg *next;
@@ -1433,10 +1438,49 @@ int mlap2p_net_progress(struct ncclConnector *c)
 }
 
 /*
+ * Before caching region @attr: close and drop every entry that overlaps it
+ * or whose region no longer exists (freed, or another region now at its
+ * base).  Either way the application freed that region, which it may only
+ * do once every send from it completed, so no step in flight uses the
+ * entry; the proxies' lastReg is forgotten all the same.  This keeps a
+ * pointer in exactly one entry (a stale one would hand the proxy the old
+ * pages' descriptor) and the cache no larger than the live regions sent
+ * from plus those freed since the last registration.  @nc->lock held.
+ */
+static void net_reg_prune(struct net_comm *nc,
+			  const struct ncclRtPointerAttributes *attr)
+{
+	struct mlap2p_rt *rt = nc->comm->rt;
+	const char *lo = attr->base, *hi = lo + attr->size;
+	struct ncclRtPointerAttributes live;
+	struct ncclProxyArgs *a;
+	struct net_reg **p = &nc->regs, *g;
+	int dropped = 0;
+
+	while ((g = *p)) {
+		if ((g->base < hi && lo < g->base + g->size) ||
+		    rt->ops->pointerGetAttributes(rt, g->base, &live) ||
+		    live.base != g->base || live.size != g->size ||
+		    live.regionId != g->regionId) {
+			*p = g->next;
+			net_close_fid(g->mr ? &g->mr->fid : NULL);
+			free(g);
+			dropped = 1;
+		} else {
+			p = &g->next;
+		}
+	}
+	if (dropped)
+		for (a = nc->all; a; a = a->allNext)
+			a->lastReg = NULL;
+}
+
+/*
  * May the proxy of send connector @c send [buf, buf+bytes) in place?  Yes
  * when it lies in one region of this communicator's runtime (a buffer from
  * mlap2p_mem_alloc()) that the fabric registered: on first use each region
  * is registered once with fi_mr_reg() and cached per communicator (closed
+ * when a later region overlaps it or it was freed, see net_reg_prune(), or
  * with the domain at teardown).  A region the provider refuses (or every
  * region, MLAP2P_NET_REG=0) is remembered as refused: INFO once, and its
  * sends copy through the slots.  1 or 0; never an error.
@@ -1459,26 +1503,24 @@ int mlap2p_net_reg(struct ncclConnector *c, const void *buf, size_t bytes)
 	    attr.size - attr.offset < bytes)
 		return 0;
 	net_lock(nc);
-	for (g = nc->regs; g && g->base != (char *)attr.base; g = g->next)
+	for (g = nc->regs; g && (g->base != (char *)attr.base ||
+				 g->regionId != attr.regionId ||
+				 g->size != attr.size); g = g->next)
 		;
-	if (g && (g->regionId != attr.regionId || g->size != attr.size)) {
-		/* freed and allocated again at the same address */
-		net_close_fid(g->mr ? &g->mr->fid : NULL);
-		g->mr = NULL;
-		g->desc = NULL;
-	} else if (g) {
+	if (g) {
 		ok = g->mr != NULL;
 		net_unlock(nc);
 		return ok;
-	} else {
-		g = calloc(1, sizeof(*g));
-		if (!g) {
-			net_unlock(nc);
-			return 0;
-		}
-		g->next = nc->regs;
-		nc->regs = g;
 	}
+	/* new here; an entry at the same base is a freed region's */
+	net_reg_prune(nc, &attr);
+	g = calloc(1, sizeof(*g));
+	if (!g) {
+		net_unlock(nc);
+		return 0;
+	}
+	g->next = nc->regs;
+	nc->regs = g;
 	g->base = attr.base;
 	g->size = attr.size;
 	g->regionId = attr.regionId;
@@ -1500,6 +1542,31 @@ int mlap2p_net_reg(struct ncclConnector *c, const void *buf, size_t bytes)
 	ok = g->mr != NULL;
 	net_unlock(nc);
 	return ok;
+}
+
+/*
+ * How many entries of the registration cache of NET connector @c's
+ * communicator (registered or refused) overlap [buf, buf+bytes); -1 when
+ * @c is not a NET connector.  For tests.
+ */
+int mlap2p_net_reg_cached(struct ncclConnector *c, const void *buf,
+			  size_t bytes)
+{
+	struct ncclProxyArgs *a = c->proxyAppend;
+	uintptr_t lo = (uintptr_t)buf, hi = lo + bytes;
+	struct net_reg *g;
+	int n = 0;
+
+	if (!a || !a->nc)
+		return -1;
+	if (hi < lo)
+		hi = UINTPTR_MAX;
+	net_lock(a->nc);
+	for (g = a->nc->regs; g; g = g->next)
+		if ((uintptr_t)g->base < hi && lo < (uintptr_t)g->base + g->size)
+			n++;
+	net_unlock(a->nc);
+	return n;
 }
 
 /*

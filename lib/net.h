@@ -61,10 +61,20 @@ int mlap2p_net_progress(struct ncclConnector *c);
  * Send in place (lib/proto.h, MLAP2P_LINK_NETPTR): 1 when the proxy of
  * NET send connector @c may send [buf, buf+bytes) straight from the
  * buffer, i.e. it lies in one region from mlap2p_mem_alloc() that the
- * fabric registered (once per region and communicator, on first use); 0
- * when the slots must carry it (not a region, the provider refused the
- * registration, MLAP2P_NET_REG=0).  Never an error.
+ * fabric registered (once per region and communicator, on first use;
+ * registering a region drops the cached ones it overlaps or that were
+ * freed); 0 when the slots must carry it (not a region, the provider
+ * refused the registration, MLAP2P_NET_REG=0).  Never an error.
  */
 int mlap2p_net_reg(struct ncclConnector *c, const void *buf, size_t bytes);
+
+/*
+ * For tests: how many regions the registration cache of NET connector
+ * @c's communicator holds (registered or refused) that overlap
+ * [buf, buf+bytes); -1 when @c is not a NET connector.  Regions freed and
+ * overlapped by a later registration are gone from it.
+ */
+int mlap2p_net_reg_cached(struct ncclConnector *c, const void *buf,
+			  size_t bytes);
 
 #endif /* MLAP2P_NET_H */

@@ -16,6 +16,7 @@
 
 #include "lib_test.h"
 #include <mlap2p/dataplane.h>
+#include "net.h"
 
 /* The data-plane tests' sizes; 64 MiB goes once, over SIMPLE (move_arg.big:
  * net_hosts.sh sends it over every protocol). */
@@ -478,6 +479,151 @@ TEST_F_TIMEOUT(net, registered_send_in_place, 120)
 
 	setenv("NCCL_P2P_DISABLE", "1", 1);
 	ASSERT_EQ(0, lt_run_threads(2, cores, reg_rank, &a, ranks));
+}
+
+struct realloc_arg {
+	int overlapped;		/* rank 0 got a new region over the old one */
+	char why[160];		/* else why not */
+};
+
+/*
+ * Rank 0 sends from a region (so NET registers it), frees it, and
+ * allocates until a new region overlaps the old range at another base (a
+ * half-size one: mmap takes the top of the highest hole that fits, likely
+ * the freed one), then sends from the part the two share with a new
+ * pattern.  The proxy
+ * must send with the new region's registration: the old one pins the old
+ * pages, so on an RDMA provider the old bytes would arrive (tcp ignores
+ * descriptors, hence the cache checks: one entry over both ranges, one in
+ * all).  Rank 1 sends from malloc memory, through the slots.
+ */
+static int realloc_rank(struct lt_rank *r)
+{
+	struct realloc_arg *a = r->arg;
+	const size_t n1 = 1 << 20, n2 = 1 << 19, n = 300000;
+	unsigned long long ops0, direct0, ops, direct;
+	unsigned char *r1 = NULL, *r2 = NULL, *held[16], *rbuf, *plain, *sbuf;
+	struct mlap2p_conn_desc d;
+	char *b1 = NULL, *lo = NULL, *hi = NULL;
+	int prev, next, nheld = 0, i, got, ret = 0;
+
+	rbuf = malloc(n1);
+	plain = malloc(n1);
+	if (lt_init(r)) {
+		free(rbuf);
+		free(plain);
+		return 1;
+	}
+	if (mlap2p_connect_ring(r->comm, 1) ||
+	    mlap2p_ring_get(r->comm, 0, NULL, &prev, &next) ||
+	    mlap2p_conn_get(r->comm, 0, next, MLAP2P_DIR_SEND, &d) ||
+	    d.path != MLAP2P_PATH_NET) {
+		ret = 2;
+		goto out;
+	}
+	if (!rbuf || !plain || mlap2p_set_proto(r->comm, MLAP2P_PROTO_SIMPLE) ||
+	    (r->rank == 0 && mlap2p_mem_alloc(r->comm, n1, (void **)&r1))) {
+		ret = 3;
+		goto out;
+	}
+	ret = ring_step(r, prev, next, n1, 0, r->rank ? plain : r1, rbuf);
+	if (ret)
+		goto out;
+	sbuf = plain;
+	if (r->rank == 0) {
+		got = mlap2p_net_reg_cached(d.host, r1, n1);
+		if (got != 1) {
+			snprintf(r->msg, sizeof(r->msg),
+				 "%d cache entries for the first region, want 1", got);
+			ret = 4;
+			goto out;
+		}
+		b1 = (char *)r1;
+		if (mlap2p_mem_free(r->comm, r1)) {
+			ret = 5;
+			goto out;
+		}
+		r1 = NULL;
+		while (nheld < (int)ARRAY_SIZE(held)) {
+			unsigned char *p;
+
+			if (mlap2p_mem_alloc(r->comm, n2, (void **)&p)) {
+				ret = 6;
+				goto out;
+			}
+			lo = (char *)p > b1 ? (char *)p : b1;
+			hi = (char *)p + n2 < b1 + n1 ? (char *)p + n2 : b1 + n1;
+			if ((char *)p != b1 && hi > lo && (size_t)(hi - lo) >= n) {
+				r2 = p;
+				break;
+			}
+			held[nheld++] = p;
+		}
+		if (r2) {
+			a->overlapped = 1;
+			sbuf = (unsigned char *)lo;
+		} else {
+			snprintf(a->why, sizeof(a->why),
+				 "%d regions of %zu bytes, none over the freed %p + %zu at another base",
+				 nheld, n2, (void *)b1, n1);
+		}
+	}
+	if (link_counts(r->comm, next, &ops0, &direct0)) {
+		ret = 7;
+		goto out;
+	}
+	ret = ring_step(r, prev, next, n, 1, sbuf, rbuf);
+	if (ret || !r2)
+		goto out;
+	if (link_counts(r->comm, next, &ops, &direct) ||
+	    ops - ops0 != 1 || direct - direct0 != 1) {
+		snprintf(r->msg, sizeof(r->msg),
+			 "the send from the new region did not go in place");
+		ret = 8;
+		goto out;
+	}
+	lo = (char *)r2 < b1 ? (char *)r2 : b1;
+	hi = (char *)r2 + n2 > b1 + n1 ? (char *)r2 + n2 : b1 + n1;
+	got = mlap2p_net_reg_cached(d.host, lo, (size_t)(hi - lo));
+	if (got != 1) {
+		snprintf(r->msg, sizeof(r->msg),
+			 "%d cache entries over the old and new regions, want 1", got);
+		ret = 9;
+		goto out;
+	}
+	got = mlap2p_net_reg_cached(d.host, NULL, SIZE_MAX);
+	if (got != 1) {
+		snprintf(r->msg, sizeof(r->msg), "%d cache entries, want 1", got);
+		ret = 10;
+	}
+out:
+	if (r1 && mlap2p_mem_free(r->comm, r1) && !ret)
+		ret = 11;
+	if (r2 && mlap2p_mem_free(r->comm, r2) && !ret)
+		ret = 11;
+	for (i = 0; i < nheld; i++)
+		if (mlap2p_mem_free(r->comm, held[i]) && !ret)
+			ret = 11;
+	free(rbuf);
+	free(plain);
+	if (mlap2p_comm_destroy(r->comm) && !ret)
+		ret = 12;
+	return ret;
+}
+
+/* A freed region's registration never serves a new region over its range. */
+TEST_F_TIMEOUT(net, registered_region_reallocated, 120)
+{
+	static const int cores[2] = { 0, 1 };
+	struct realloc_arg a = { 0 };
+	struct lt_rank ranks[2];
+
+	SKIPPED_IN_SETUP();
+
+	setenv("NCCL_P2P_DISABLE", "1", 1);
+	ASSERT_EQ(0, lt_run_threads(2, cores, realloc_rank, &a, ranks));
+	if (!a.overlapped)
+		SKIP(return, "%s", a.why);
 }
 
 /* Registration refused (MLAP2P_NET_REG=0): the same bytes, through the slots. */
