@@ -747,8 +747,8 @@ static int dump_body(struct job *j, int rank, struct mlap2p_comm *comm)
 	(void)j;
 	if (mlap2p_connect_peers(comm, 1, 1, &other, 1, &other))
 		return 90;
-	if (rank == 0) {	/* never sends */
-		usleep(800000);
+	if (rank == 0) {	/* never sends; outlives rank 1's dump by far */
+		usleep(3000000);
 		mlap2p_comm_abort(comm);
 		return GONE;
 	}
