@@ -143,14 +143,15 @@ static int simple_accept(struct mlap2p_op *op)
 	} else if (val == MLAP2P_XCHG_ADDR) {
 		if (!op->send)
 			return -EPROTO;	/* only a receiver offers an address */
-		/* the receiver may withdraw it (mlap2p_simple_revoke) */
+		/* Read the descriptor before the slot is free for the next
+		 * offer; the receiver may withdraw this one (revoke). */
+		op->peerAddr = x->offset;
 		if (!__atomic_compare_exchange_n(px, &val, NULL, false,
 						 __ATOMIC_ACQ_REL,
 						 __ATOMIC_ACQUIRE))
 			return MLAP2P_OP_IDLE;
 		if (link->write_peer && !(link->flags & MLAP2P_LINK_NOREMOTE)) {
 			op->mode = MLAP2P_MODE_REMOTE;
-			op->peerAddr = x->offset;
 		} else {
 			op->mode = MLAP2P_MODE_REFUSED;
 		}
