@@ -119,9 +119,43 @@ rank() {
 	pids="$pids $!"
 }
 
-# Wait for every pid in $pids; fail (return 1) if any exits non-zero.
+# Wait for every pid in $pids, at most RANK_TIMEOUT seconds in all; fail
+# (return 1) if any exits non-zero.  Ranks still running then are hung:
+# they print their connections' state (SIGUSR1, MLAP2P_DUMP_SIGNAL) into
+# their logs, are killed, and each log's tail goes into the TAP stream.
+RANK_TIMEOUT=${NET_HOSTS_RANK_TIMEOUT:-60}
 wait_ranks() {
+	local deadline=$((SECONDS + RANK_TIMEOUT)) left hung= p
 	rc=0
+	while :; do
+		left=
+		for p in $pids; do
+			kill -0 "$p" 2>/dev/null && left="$left $p"
+		done
+		[ -z "$left" ] && break
+		if [ $SECONDS -ge $deadline ]; then
+			hung=$left
+			break
+		fi
+		sleep 0.2
+	done
+	if [ -n "$hung" ]; then
+		echo "# ranks still running after ${RANK_TIMEOUT}s (pids$hung): hung; their state:"
+		for p in $hung; do
+			pkill -USR1 -P "$p" 2>/dev/null
+			kill -USR1 "$p" 2>/dev/null
+		done
+		sleep 1
+		for p in $hung; do
+			pkill -9 -P "$p" 2>/dev/null
+			kill -9 "$p" 2>/dev/null
+		done
+		for f in "$logs"/*; do
+			[ -f "$f" ] || continue
+			grep -v 'NCCL INFO' "$f" | tail -n 12 | sed "s|^|# $(basename "$f"): |"
+		done
+		rc=1
+	fi
 	for p in $pids; do
 		wait "$p" || rc=1
 	done
