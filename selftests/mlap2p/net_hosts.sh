@@ -125,7 +125,8 @@ rank() {
 # their logs, are killed, and each log's tail goes into the TAP stream.
 RANK_TIMEOUT=${NET_HOSTS_RANK_TIMEOUT:-60}
 wait_ranks() {
-	local deadline=$((SECONDS + RANK_TIMEOUT)) left hung= p
+	local deadline left hung= p
+	deadline=$(($(date +%s) + RANK_TIMEOUT))	# sh has no $SECONDS
 	rc=0
 	while :; do
 		left=
@@ -133,7 +134,7 @@ wait_ranks() {
 			kill -0 "$p" 2>/dev/null && left="$left $p"
 		done
 		[ -z "$left" ] && break
-		if [ $SECONDS -ge $deadline ]; then
+		if [ "$(date +%s)" -ge $deadline ]; then
 			hung=$left
 			break
 		fi
