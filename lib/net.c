@@ -1364,7 +1364,13 @@ static int net_poll_cq(struct net_comm *nc)
 			r->args = NULL;	/* repost */
 			return 1;
 		}
-		if (err.err != FI_ECANCELED) {
+		/*
+		 * Nothing here cancels a request; one the provider cancelled
+		 * while the communicator runs is a lost step, and waiting on
+		 * it would hang both ends with every heartbeat fine.
+		 */
+		if (err.err != FI_ECANCELED ||
+		    !__atomic_load_n(&nc->stop, __ATOMIC_ACQUIRE)) {
 			fi_cq_strerror(nc->cq, err.prov_errno, err.err_data,
 				       buf, sizeof(buf));
 			r->args->err = -ECONNRESET;
