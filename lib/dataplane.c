@@ -383,11 +383,8 @@ static int dp_write_peer(void *arg, uint64_t addr, const void *src,
 	if (addr != k->cmaNext && k->pidfd >= 0) {
 		struct pollfd p = { .fd = k->pidfd, .events = POLLIN };
 
-		if (poll(&p, 1, 0) > 0) {
-			WARN("rank %d: peer rank %d (pid %d) died; a send to it failed (%zu bytes by cross-memory attach)",
-			     k->dp->comm->rank, k->l.peer, pi->pid, bytes);
-			return -ECONNRESET;
-		}
+		if (poll(&p, 1, 0) > 0)
+			goto died;
 	}
 	k->cmaNext = addr + bytes;
 	while (local.iov_len) {
@@ -397,11 +394,8 @@ static int dp_write_peer(void *arg, uint64_t addr, const void *src,
 
 			if (err == EINTR)
 				continue;
-			if (err == ESRCH) {	/* as the liveness check says it */
-				WARN("rank %d: peer rank %d (pid %d) died; a send to it failed (%zu bytes by cross-memory attach)",
-				     k->dp->comm->rank, k->l.peer, pi->pid, bytes);
-				return -ECONNRESET;
-			}
+			if (err == ESRCH)
+				goto died;
 			if (err == EPERM || err == ENOSYS)
 				INFO(NCCL_P2P, "rank %d: cannot write into rank %d (pid %d): %s; two copies from now on",
 				     k->dp->comm->rank, k->l.peer, pi->pid,
@@ -416,6 +410,10 @@ static int dp_write_peer(void *arg, uint64_t addr, const void *src,
 		remote.iov_len -= (size_t)n;
 	}
 	return 0;
+died:	/* as the liveness check says it */
+	WARN("rank %d: peer rank %d (pid %d) died; a send to it failed (%zu bytes by cross-memory attach)",
+	     k->dp->comm->rank, k->l.peer, pi->pid, bytes);
+	return -ECONNRESET;
 }
 
 /* NET: may the proxy send this buffer in place (a registered region)? */

@@ -279,7 +279,6 @@ static int simple_recv_steps(struct mlap2p_op *op)
 	while (op->left) {
 		uint64_t s = op->step;
 		size_t n = mlap2p_min(op->bytes - op->off, op->perStep);
-
 		int size;
 
 		if (!mlap2p_has_data(link, s))
