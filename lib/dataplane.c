@@ -55,6 +55,7 @@ struct dp_link {
 	int pidfd;			/* the peer's process, or -1 */
 	uint64_t cmaNext;		/* where the message's next step goes */
 	unsigned int usable;		/* protocols these buffers carry */
+	int small;			/* dp_small() may carry LL here */
 };
 
 struct dp {
@@ -167,7 +168,7 @@ static int dp_membarrier_ok(void)
 	return v;
 }
 
-static int dp_in(struct dp *dp)
+static inline __attribute__((always_inline)) int dp_in(struct dp *dp)
 {
 	uint32_t n;
 
@@ -519,6 +520,12 @@ static struct dp_link *dp_link(struct dp *dp, int peer, int send, int *err,
 	for (p = 0; p < NCCL_NUM_PROTOCOLS; p++)
 		if (mlap2p_proto_step_bytes(&k->l, p))
 			k->usable |= 1U << p;
+	/* LL usable, no proxy, and a buffer mlap2p_ll_start() accepts. */
+	k->small = (k->usable & dp->protoMask & 1) &&
+		   conn->mode != MLAP2P_CONN_NET &&
+		   k->l.conn->buffs[NCCL_PROTO_LL] &&
+		   !((uintptr_t)k->l.conn->buffs[NCCL_PROTO_LL] &
+		     (MLAP2P_LL_LINE - 1));
 	*slot = k;
 	return k;
 }
@@ -629,8 +636,46 @@ static void dp_activate(struct dp *dp, struct dp_link *k)
 	dp->active = k;
 }
 
+/* Progress the head of @k once; 1 if anything moved (or failed). */
+static int dp_step(struct dp *dp, struct dp_link *k)
+{
+	int moved = 0, ret;
+
+	/* NET: move the link's steps here rather than wait for the proxy
+	 * thread (lib/net.c); P2P links have no proxy. */
+	if (k->conn->mode == MLAP2P_CONN_NET &&
+	    mlap2p_net_progress(&k->conn->c) > 0)
+		moved = 1;
+	ret = mlap2p_op_progress(k->qhead);
+	if (ret == MLAP2P_OP_DONE) {
+		dp_complete(k, 0);
+		return 1;
+	}
+	if (ret < 0) {
+		struct mlap2p_op *op = k->qhead;
+
+		if (ret == -EPROTO)
+			WARN("rank %d: %s rank %d: %zu bytes (%s) do not match what the peer posted",
+			     dp->comm->rank, dp_what(op), k->l.peer,
+			     op->bytes, mlap2p_proto_name(op->proto));
+		else if (ret != -ECONNRESET)	/* that one said who */
+			WARN("rank %d: %s rank %d failed: %s",
+			     dp->comm->rank, dp_what(op), k->l.peer,
+			     strerror(-ret));
+		mlap2p_comm_set_error(dp->comm, ret);
+		dp_fail_link(k, ret);
+		return 1;
+	}
+	return moved || ret == MLAP2P_OP_MOVED;
+}
+
+/*
+ * Queue @req on its link and start it if the link is idle; @now: also move
+ * it at once, so a message that fits (an LL send with credit) completes
+ * without entering a wait.
+ */
 static int dp_post(struct dp *dp, struct mlap2p_request *req, int send,
-		   void *buf, size_t bytes, int peer)
+		   void *buf, size_t bytes, int peer, int now)
 {
 	struct mlap2p_op *op = &req->op;
 	struct dp_link *k;
@@ -667,6 +712,8 @@ static int dp_post(struct dp *dp, struct mlap2p_request *req, int send,
 	if (ret)
 		return ret;
 	k->qhead = k->qtail = op;
+	if (now && dp_step(dp, k) && !k->qhead)
+		return 0;	/* done, or failed: req says which */
 	dp_activate(dp, k);
 	return 0;
 }
@@ -680,35 +727,8 @@ static int dp_progress(struct dp *dp)
 	dp->pass++;
 	while (*pk) {
 		struct dp_link *k = *pk;
-		int ret;
 
-		/* NET: move the link's steps here rather than wait for the
-		 * proxy thread (lib/net.c); P2P links have no proxy. */
-		if (k->conn->mode == MLAP2P_CONN_NET &&
-		    mlap2p_net_progress(&k->conn->c) > 0)
-			moved = 1;
-		ret = mlap2p_op_progress(k->qhead);
-
-		if (ret == MLAP2P_OP_DONE) {
-			dp_complete(k, 0);
-			moved = 1;
-		} else if (ret < 0) {
-			struct mlap2p_op *op = k->qhead;
-
-			if (ret == -EPROTO)
-				WARN("rank %d: %s rank %d: %zu bytes (%s) do not match what the peer posted",
-				     dp->comm->rank, dp_what(op), k->l.peer,
-				     op->bytes, mlap2p_proto_name(op->proto));
-			else if (ret != -ECONNRESET)	/* that one said who */
-				WARN("rank %d: %s rank %d failed: %s",
-				     dp->comm->rank, dp_what(op), k->l.peer,
-				     strerror(-ret));
-			mlap2p_comm_set_error(dp->comm, ret);
-			dp_fail_link(k, ret);
-			moved = 1;
-		} else if (ret == MLAP2P_OP_MOVED) {
-			moved = 1;
-		}
+		moved |= dp_step(dp, k);
 		if (!k->qhead) {
 			k->active = 0;
 			*pk = k->activeNext;
@@ -717,6 +737,22 @@ static int dp_progress(struct dp *dp)
 		}
 	}
 	return moved;
+}
+
+/*
+ * The word a lone waiting receive can poll instead of passes of
+ * dp_progress() (the latency path): only when its link is the only active
+ * one and has no proxy to drive.
+ */
+static int dp_watch(const struct dp *dp, const struct mlap2p_request *req,
+		    struct mlap2p_watch *x)
+{
+	const struct dp_link *k = dp->active;
+
+	if (!k || k->activeNext || k->qhead != &req->op ||
+	    k->conn->mode == MLAP2P_CONN_NET)
+		return 0;
+	return mlap2p_op_watch(&req->op, x);
 }
 
 /*
@@ -812,10 +848,20 @@ static void dp_wait_reqs(struct mlap2p_request **reqs, int n)
 
 		mlap2p_spin_init(&spin, dp->spinTight, dp->spinYield);
 		while (!reqs[0]->done) {
-			if (dp_progress(dp))
+			struct mlap2p_watch x;
+			int w;
+
+			if (dp_progress(dp)) {
 				mlap2p_spin_moved(&spin);
-			else if (mlap2p_spin_idle(&spin))
-				dp_check(dp);
+				continue;
+			}
+			w = dp_watch(dp, reqs[0], &x);
+			do {
+				if (mlap2p_spin_idle(&spin)) {
+					dp_check(dp);
+					break;
+				}
+			} while (w && !mlap2p_watch_ready(&x));
 		}
 		return;
 	}
@@ -850,9 +896,16 @@ static void dp_wait_reqs(struct mlap2p_request **reqs, int n)
 
 /* ---- groups ---- */
 
-static __thread int group_depth;
-static __thread struct mlap2p_request *group_head;
-static __thread int group_err;
+/*
+ * Read on every send and receive: initial-exec, so that the shared library
+ * does not call __tls_get_addr() for them (16 bytes of the static TLS
+ * surplus that glibc keeps for libraries loaded later).
+ */
+#define MLAP2P_TLS_IE	__attribute__((tls_model("initial-exec")))
+
+static __thread int group_depth MLAP2P_TLS_IE;
+static __thread struct mlap2p_request *group_head MLAP2P_TLS_IE;
+static __thread int group_err MLAP2P_TLS_IE;
 
 MLAP2P_EXPORT int mlap2p_group_start(void)
 {
@@ -954,7 +1007,7 @@ static int dp_blocking(struct mlap2p_comm *api, int send, void *buf,
 			return mlap2p_err(-ENOMEM);
 		}
 	}
-	ret = dp_post(dp, req, send, buf, bytes, peer);
+	ret = dp_post(dp, req, send, buf, bytes, peer, !group_depth);
 	if (group_depth) {
 		if (ret) {
 			free(req);
@@ -973,15 +1026,65 @@ static int dp_blocking(struct mlap2p_comm *api, int send, void *buf,
 	return mlap2p_err(ret);
 }
 
+/*
+ * The latency path: a blocking LL message of a few lines on an idle link
+ * of a connected peer moves here, without a request, a queue or a pass
+ * over the active links.  1 if it did; 0 sends everything else (no credit,
+ * a receive not there within the tight spin, any error) to dp_blocking(),
+ * which does the same the long way and owns the abort, liveness and error
+ * reporting.
+ */
+static int dp_small(struct mlap2p_comm *api, int send, void *buf,
+		    size_t bytes, int peer)
+{
+	struct ncclComm *comm;
+	struct dp_link *k;
+	struct dp *dp;
+	uint32_t n, polls;
+	int done;
+
+	if (!api || group_depth || bytes > MLAP2P_LL_SMALL || (!buf && bytes))
+		return 0;
+	comm = mlap2p_nccl(api);
+	dp = comm->dp;
+	if (!dp || peer < 0 || peer >= comm->nRanks)
+		return 0;
+	/* Only what dp_pick() would give LL: mlap2p_set_proto() may change. */
+	if (dp->proto == MLAP2P_PROTO_AUTO ? bytes > dp->llMax :
+	    dp->proto != NCCL_PROTO_LL)
+		return 0;
+	k = dp->links[2 * peer + send];
+	if (!k || !k->small || k->qhead || k->err || dp_in(dp))
+		return 0;
+	if (send) {
+		done = mlap2p_ll_send_small(&k->l, buf, bytes);
+	} else {
+		/* Tight polls, the abort flag every 256 of them. */
+		polls = dp->spinTight < 256 ? dp->spinTight : 256;
+		for (n = polls; !(done = mlap2p_ll_recv_small(&k->l, buf, bytes,
+							      polls)); n += polls)
+			if (n >= dp->spinTight || mlap2p_comm_aborted(comm))
+				break;
+	}
+	if (done)
+		k->ops++;
+	dp_out(dp);
+	return done;
+}
+
 MLAP2P_EXPORT int mlap2p_send(struct mlap2p_comm *comm, const void *buf,
 			      size_t bytes, int peer)
 {
+	if (dp_small(comm, 1, (void *)buf, bytes, peer))
+		return 0;
 	return dp_blocking(comm, 1, (void *)buf, bytes, peer);
 }
 
 MLAP2P_EXPORT int mlap2p_recv(struct mlap2p_comm *comm, void *buf,
 			      size_t bytes, int peer)
 {
+	if (dp_small(comm, 0, buf, bytes, peer))
+		return 0;
 	return dp_blocking(comm, 0, buf, bytes, peer);
 }
 
@@ -999,7 +1102,7 @@ static int dp_ipost(struct mlap2p_comm *api, int send, void *buf,
 	if (ret)
 		return mlap2p_err(ret);
 	req = malloc(sizeof(*req));
-	ret = req ? dp_post(dp, req, send, buf, bytes, peer) : -ENOMEM;
+	ret = req ? dp_post(dp, req, send, buf, bytes, peer, 0) : -ENOMEM;
 	if (ret)
 		free(req);
 	else

@@ -220,6 +220,53 @@ int mlap2p_simple_progress(struct mlap2p_op *op);
  */
 int mlap2p_simple_revoke(struct mlap2p_op *op);
 
+/*
+ * What a waiting receive needs next, for a waiter that polls one word
+ * instead of calling mlap2p_op_progress() in a loop: the op can move once
+ * (*w >> shift) == want.  A hint only; progress still checks everything.
+ */
+struct mlap2p_watch {
+	const uint64_t *w;
+	uint64_t want;
+	unsigned int shift;
+};
+
+int mlap2p_ll_watch(const struct mlap2p_op *op, struct mlap2p_watch *x);
+int mlap2p_ll128_watch(const struct mlap2p_op *op, struct mlap2p_watch *x);
+
+/*
+ * The latency path for LL messages of at most MLAP2P_LL_SMALL bytes on an
+ * idle P2P link (no proxy: sizesFifo is not written), without an op: 1
+ * moved (conn.step then points past it), 0 not now (no credit, not arrived
+ * within @polls polls, or a step that only the op engine handles: the flag
+ * wrap, a cleaning step).  The caller then takes the op path, which does
+ * the same thing the long way.
+ */
+#define MLAP2P_LL_SMALL		64
+int mlap2p_ll_send_small(struct mlap2p_link *link, const void *buf, size_t n);
+int mlap2p_ll_recv_small(struct mlap2p_link *link, void *buf, size_t n,
+			 uint32_t polls);
+
+/* 1 and *x filled when op is a receive that can be watched so, else 0. */
+static inline int mlap2p_op_watch(const struct mlap2p_op *op,
+				  struct mlap2p_watch *x)
+{
+	if (op->send || !op->left)
+		return 0;
+	switch (op->proto) {
+	case NCCL_PROTO_LL:
+		return mlap2p_ll_watch(op, x);
+	case NCCL_PROTO_LL128:
+		return mlap2p_ll128_watch(op, x);
+	}
+	return 0;
+}
+
+static inline int mlap2p_watch_ready(const struct mlap2p_watch *x)
+{
+	return __atomic_load_n(x->w, __ATOMIC_RELAXED) >> x->shift == x->want;
+}
+
 /* Payload bytes one step of proto carries on link (0: unusable). */
 size_t mlap2p_proto_step_bytes(const struct mlap2p_link *link, int proto);
 

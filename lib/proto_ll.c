@@ -213,6 +213,88 @@ static int ll_recv(struct mlap2p_op *op)
 	return MLAP2P_OP_DONE;
 }
 
+int mlap2p_ll_send_small(struct mlap2p_link *link, const void *buf, size_t n)
+{
+	struct ncclConnInfo *conn = link->conn;
+	uint64_t s = conn->step, *line, v;
+	uint32_t flag = ll_flag(s);
+	const char *src = buf;
+	size_t i;
+
+	if (!flag || (s & NCCL_LL_CLEAN_MASK) == NCCL_LL_CLEAN_MASK ||
+	    !mlap2p_has_credit(link, s))
+		return 0;
+	line = ll_slot(link, s);	/* no proxy reads sizesFifo: P2P only */
+	for (i = 0; i < n / MLAP2P_LL_PAYLOAD; i++) {
+		memcpy(&v, src + i * MLAP2P_LL_PAYLOAD, sizeof(v));
+		ll_store(line + 2 * i, v, flag);
+	}
+	if (n % MLAP2P_LL_PAYLOAD || !n) {
+		v = 0;
+		if (n)
+			memcpy(&v, src + i * MLAP2P_LL_PAYLOAD,
+			       n % MLAP2P_LL_PAYLOAD);
+		ll_store(line + 2 * i, v, flag);
+	}
+	conn->step = s + 1;
+	/* The next step would have to reload *head, a line the receiver
+	 * writes: load it now, while the caller goes on to wait anyway,
+	 * rather than on the next message's path. */
+	if (link->head + NCCL_STEPS < s + 2)
+		link->head = mlap2p_load_acquire(conn->head);
+	return 1;
+}
+
+int mlap2p_ll_recv_small(struct mlap2p_link *link, void *buf, size_t n,
+			 uint32_t polls)
+{
+	struct ncclConnInfo *conn = link->conn;
+	uint64_t s = conn->step;
+	uint32_t flag = ll_flag(s);
+	size_t lines = n ? (n + MLAP2P_LL_PAYLOAD - 1) / MLAP2P_LL_PAYLOAD : 1;
+	const uint64_t *line = ll_slot(link, s);
+	char *dst = buf;
+	size_t i;
+
+	/* The last line first, as ll_recv() does; then every flag. */
+	if (!flag)
+		return 0;
+	while (!ll_ready(line, lines - 1, flag))
+		if (!--polls)
+			return 0;
+	for (i = 0; i < lines; i++) {
+		uint64_t lo = __atomic_load_n(&line[2 * i], __ATOMIC_RELAXED);
+		uint64_t hi = __atomic_load_n(&line[2 * i + 1], __ATOMIC_RELAXED);
+		uint64_t v = (lo & 0xffffffffu) | (hi << 32);
+		size_t at = i * MLAP2P_LL_PAYLOAD;
+
+		if ((uint32_t)(lo >> 32) != flag || (uint32_t)(hi >> 32) != flag)
+			return 0;	/* nothing taken yet: start over later */
+		if (at < n)
+			memcpy(dst + at, &v, mlap2p_min(n - at, sizeof(v)));
+	}
+	conn->step = s + 1;
+	mlap2p_store_release(conn->head, s + 1);
+	return 1;
+}
+
+int mlap2p_ll_watch(const struct mlap2p_op *op, struct mlap2p_watch *x)
+{
+	uint64_t s = op->step;
+	size_t n = mlap2p_min(op->bytes - op->off, op->perStep);
+	size_t lines = n ? (n + MLAP2P_LL_PAYLOAD - 1) / MLAP2P_LL_PAYLOAD : 1;
+	size_t i = op->line;
+
+	if (!ll_flag(s))
+		return 0;
+	if (!(i % LL_AHEAD) && i + 1 < lines)	/* as ll_recv waits */
+		i = mlap2p_min(i + LL_AHEAD, lines) - 1;
+	x->w = ll_slot(op->link, s) + 2 * i + 1;
+	x->want = ll_flag(s);
+	x->shift = 32;
+	return 1;
+}
+
 int mlap2p_ll_progress(struct mlap2p_op *op)
 {
 	return op->send ? ll_send(op) : ll_recv(op);

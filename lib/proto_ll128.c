@@ -149,6 +149,22 @@ static int ll128_recv(struct mlap2p_op *op)
 	return MLAP2P_OP_DONE;
 }
 
+int mlap2p_ll128_watch(const struct mlap2p_op *op, struct mlap2p_watch *x)
+{
+	uint64_t s = op->step;
+	size_t n = mlap2p_min(op->bytes - op->off, op->perStep);
+	size_t lines = n ? (n + MLAP2P_LL128_PAYLOAD - 1) / MLAP2P_LL128_PAYLOAD : 1;
+	size_t i = op->line;
+
+	if (!(i % LL128_AHEAD) && i + 1 < lines)	/* as ll128_recv waits */
+		i = mlap2p_min(i + LL128_AHEAD, lines) - 1;
+	x->w = ll128_slot(op->link, s) + i * (MLAP2P_LL128_LINE / sizeof(uint64_t)) +
+	       MLAP2P_LL128_FLAG_WORD;
+	x->want = s + 1;
+	x->shift = 0;
+	return 1;
+}
+
 int mlap2p_ll128_progress(struct mlap2p_op *op)
 {
 	return op->send ? ll128_send(op) : ll128_recv(op);
