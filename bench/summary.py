@@ -152,11 +152,28 @@ for b in sizes:
 print()
 
 print("## Targets")
+# The latency target from mlap2p-perf -t latency: the library and the
+# cache-line ping-pong in alternating bursts between the same two
+# processes, so both meet the same vCPU placement (which changes from run
+# to run here, and with it the ping-pong by up to 10x).
+paired = []
+for f in files("latency.*.json"):
+    try:
+        paired += [r for r in json.load(open(f))["results"]
+                   if r["test"] == "latency"]
+    except (ValueError, KeyError):
+        continue
 if pp and ("pingpong", 8) in un:
     lat = un[("pingpong", 8)]["lat_us"] * 1e3
-    ratio = lat / min(pp)
-    print("8 B one-way latency %.1f ns = %.2fx ping-pong (target <= 1.25x): %s" %
-          (lat, ratio, verdict("latency", ratio <= 1.25)))
+    print("8 B one-way latency %.1f ns = %.2fx ping-pong, best of separate runs" %
+          (lat, lat / min(pp)))
+if paired:
+    for r in paired:
+        print("   paired repeat: %.1f ns beside a %.1f ns ping-pong: %.2fx" %
+              (r["lat_us"] * 1e3, r["line_us"] * 1e3, r["ratio"]))
+    ratio = sorted(r["ratio"] for r in paired)[len(paired) // 2]
+    print("8 B one-way latency, paired: median %.2fx ping-pong (target <= 1.25x): %s" %
+          (ratio, verdict("latency", ratio <= 1.25)))
 if ring and ("sendrecv", big) in un:
     bw = un[("sendrecv", big)]["algbw_gbps"]
     base = max(ring.values())

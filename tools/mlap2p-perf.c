@@ -48,7 +48,11 @@
 #define MAX_RANKS	64
 #define MAX_SIZES	64
 
-enum { TEST_PINGPONG = 1, TEST_SENDRECV = 2 };
+enum { TEST_PINGPONG = 1, TEST_SENDRECV = 2, TEST_LATENCY = 4 };
+
+/* -t latency: bursts of each kind, alternating; round trips per burst. */
+#define LAT_BURSTS	51
+#define LAT_PER_BURST	2000
 
 struct opts {
 	int tests;
@@ -76,7 +80,15 @@ struct row {
 	int iters;
 	double usec;		/* per message: one-way (pingpong) or exchange */
 	long wrong;
+	double baseUsec;	/* latency: the cache-line ping-pong's one-way */
+	double ratio;		/* latency: median of the bursts' usec / base */
 };
+
+/* One line of the cache-line ping-pong of -t latency. */
+struct pline {
+	uint64_t v;
+	char pad[120];
+} __attribute__((aligned(128)));
 
 /* Shared by every rank: a MAP_SHARED page set before fork. */
 struct shared {
@@ -85,13 +97,14 @@ struct shared {
 	long wrong[MAX_RANKS];
 	int failed;
 	int nrows;
-	struct row rows[2 * MAX_SIZES];
+	struct row rows[2 * MAX_SIZES + 1];
 	/* device memory accounting, filled by rank 0 */
 	long long devBefore, devAfter;
 	int nconns;
 	int buffSizes[3];
 	int path, read;
 	char runtime[16];
+	struct pline lat[2];	/* -t latency: rank 0 -> peer, peer -> 0 */
 };
 
 static struct opts o;
@@ -342,6 +355,20 @@ static void record(int test, int proto, size_t bytes, int iters, double usec)
 		}							\
 	} while (0)
 
+/* One round trip of @b bytes: rank 0 sends first, its peer answers. */
+static int round_trip(struct mlap2p_comm *comm, int rank, int peer,
+		      unsigned char *sbuf, unsigned char *rbuf, size_t b)
+{
+	int ret;
+
+	if (rank == 0) {
+		ret = mlap2p_send(comm, sbuf, b, peer);
+		return ret ? ret : mlap2p_recv(comm, rbuf, b, peer);
+	}
+	ret = mlap2p_recv(comm, rbuf, b, peer);
+	return ret ? ret : mlap2p_send(comm, sbuf, b, peer);
+}
+
 static int run_pingpong(struct mlap2p_comm *comm, int rank, int peer0,
 			unsigned char *sbuf, unsigned char *rbuf,
 			unsigned char *scratch)
@@ -364,13 +391,7 @@ static int run_pingpong(struct mlap2p_comm *comm, int rank, int peer0,
 				t0 = now_us();
 			if (o.check)
 				fill(sbuf, b, seed_of(rank, b, i + o.warmup));
-			if (rank == 0) {
-				CHECK(mlap2p_send(comm, sbuf, b, peer));
-				CHECK(mlap2p_recv(comm, rbuf, b, peer));
-			} else {
-				CHECK(mlap2p_recv(comm, rbuf, b, peer));
-				CHECK(mlap2p_send(comm, sbuf, b, peer));
-			}
+			CHECK(round_trip(comm, rank, peer, sbuf, rbuf, b));
 			if (o.check)
 				sh->wrong[rank] += count_wrong(rbuf, scratch, b,
 						seed_of(peer, b, i + o.warmup));
@@ -382,6 +403,94 @@ static int run_pingpong(struct mlap2p_comm *comm, int rank, int peer0,
 			       (t1 - t0) / iters / 2);
 		if (b == o.maxBytes)
 			break;
+	}
+	return 0;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+static double median(double *v, int n)
+{
+	qsort(v, n, sizeof(*v), cmp_double);
+	return v[n / 2];
+}
+
+/*
+ * The cache-line ping-pong; 0, or -1 if another rank failed meanwhile.
+ * It yields after a while (as the library's waits do), so that two ranks
+ * sharing one CPU still take turns.
+ */
+static int line_pingpong(int rank, uint64_t seq)
+{
+	uint64_t *out = &sh->lat[rank != 0].v, *in = &sh->lat[rank == 0].v;
+	unsigned long spins = 0;
+
+	if (rank == 0)
+		__atomic_store_n(out, seq, __ATOMIC_RELEASE);
+	while (__atomic_load_n(in, __ATOMIC_ACQUIRE) != seq) {
+		if (++spins < 4096)
+			continue;
+		sched_yield();
+		if (__atomic_load_n(&sh->failed, __ATOMIC_RELAXED))
+			return -1;
+	}
+	if (rank != 0)
+		__atomic_store_n(out, seq, __ATOMIC_RELEASE);
+	return 0;
+}
+
+/*
+ * -t latency: the one-way latency of the smallest size beside a plain
+ * cache-line ping-pong (bench/pingpong.c's) between the same two ranks,
+ * in alternating bursts, so that both meet the same CPU placement and the
+ * same load; the ratio is the median of the bursts' ratios.  On a shared
+ * or virtual machine the placement of two vCPUs changes from one run to
+ * the next, which makes ratios of separate runs meaningless.
+ */
+static int run_latency(struct mlap2p_comm *comm, int rank, int peer0,
+		       unsigned char *sbuf, unsigned char *rbuf)
+{
+	double lib[LAT_BURSTS], base[LAT_BURSTS], ratio[LAT_BURSTS];
+	int per = o.iters ? o.iters : LAT_PER_BURST;
+	int active = rank == 0 || rank == peer0;
+	int peer = rank == 0 ? peer0 : 0;
+	size_t b = o.minBytes;
+	uint64_t seq = 0;
+	int k, i;
+
+	sh->wrong[rank] = 0;
+	barrier();
+	fill(sbuf, b, seed_of(rank, b, 0));
+	for (k = -1; active && k < LAT_BURSTS; k++) {	/* -1: warm-up */
+		double t0, t1, t2;
+
+		t0 = now_us();
+		for (i = 0; i < per; i++)
+			CHECK(round_trip(comm, rank, peer, sbuf, rbuf, b));
+		t1 = now_us();
+		for (i = 0; i < per; i++)
+			if (line_pingpong(rank, ++seq))
+				return -1;
+		t2 = now_us();
+		if (k < 0)
+			continue;
+		lib[k] = (t1 - t0) / per / 2;
+		base[k] = (t2 - t1) / per / 2;
+		ratio[k] = lib[k] / base[k];
+	}
+	barrier();
+	if (rank == 0) {
+		struct row *r = &sh->rows[sh->nrows];
+
+		record(TEST_LATENCY, mlap2p_proto_for(comm, b), b,
+		       per * LAT_BURSTS, median(lib, LAT_BURSTS));
+		r->baseUsec = median(base, LAT_BURSTS);
+		r->ratio = median(ratio, LAT_BURSTS);
 	}
 	return 0;
 }
@@ -455,7 +564,7 @@ static int rank_main(int rank)
 	CHECK(mlap2p_ring_get(comm, 0, order, &prev, &next));
 	/* pingpong: rank 0 and its successor, both ways. */
 	peer0 = order[1 % o.nranks];
-	if ((o.tests & TEST_PINGPONG) && o.nranks > 2 &&
+	if ((o.tests & (TEST_PINGPONG | TEST_LATENCY)) && o.nranks > 2 &&
 	    (rank == 0 || rank == peer0)) {
 		int other = rank == 0 ? peer0 : 0;
 
@@ -470,7 +579,8 @@ static int rank_main(int rank)
 
 		sh->devAfter = module_used();
 		sh->nconns = o.nranks * o.channels +
-			     ((o.tests & TEST_PINGPONG) && o.nranks > 2);
+			     ((o.tests & (TEST_PINGPONG | TEST_LATENCY)) &&
+			      o.nranks > 2);
 		if (!mlap2p_conn_get(comm, 0, next, MLAP2P_DIR_SEND, &desc)) {
 			for (p = 0; p < 3; p++)
 				sh->buffSizes[p] = desc.buff_sizes[p];
@@ -488,6 +598,8 @@ static int rank_main(int rank)
 		ret = run_pingpong(comm, rank, peer0, sbuf, rbuf, scratch);
 	if (!ret && (o.tests & TEST_SENDRECV))
 		ret = run_sendrecv(comm, rank, prev, next, sbuf, rbuf, scratch);
+	if (!ret && (o.tests & TEST_LATENCY))
+		ret = run_latency(comm, rank, peer0, sbuf, rbuf);
 	free(scratch);
 	xfree(comm, sbuf);
 	xfree(comm, rbuf);
@@ -511,7 +623,8 @@ static void *rank_thread(void *arg)
 
 static const char *test_name(int t)
 {
-	return t == TEST_PINGPONG ? "pingpong" : "sendrecv";
+	return t == TEST_PINGPONG ? "pingpong" :
+	       t == TEST_LATENCY ? "latency" : "sendrecv";
 }
 
 static void print_rows(void)
@@ -522,6 +635,18 @@ static void print_rows(void)
 		const struct row *r = &sh->rows[i];
 		double gbps = r->usec > 0 ? r->bytes / r->usec / 1e3 : 0;
 
+		if (r->test == TEST_LATENCY) {
+			printf("#\n# latency: one-way, beside a cache-line ping-pong between the same ranks\n"
+			       "# (%d alternating bursts of %d round trips each; medians)\n",
+			       LAT_BURSTS, r->iters / LAT_BURSTS);
+			printf("# %12s %8s %12s %12s %8s\n", "size(B)", "proto",
+			       "time(us)", "line(us)", "ratio");
+			printf("  %12zu %8s %12.3f %12.3f %8.3f\n", r->bytes,
+			       mlap2p_proto_name(r->proto), r->usec,
+			       r->baseUsec, r->ratio);
+			last = r->test;
+			continue;
+		}
 		if (r->test != last) {
 			printf("#\n# %s%s\n", test_name(r->test),
 			       r->test == TEST_PINGPONG ? ": one-way latency (half the round trip)" :
@@ -561,11 +686,17 @@ static int write_json(const char *path)
 		const struct row *r = &sh->rows[i];
 		double gbps = r->usec > 0 ? r->bytes / r->usec / 1e3 : 0;
 
+		char extra[96] = "";
+
+		if (r->test == TEST_LATENCY)
+			snprintf(extra, sizeof(extra),
+				 ", \"line_us\": %.4f, \"ratio\": %.4f",
+				 r->baseUsec, r->ratio);
 		fprintf(f, "    {\"test\": \"%s\", \"proto\": \"%s\", \"bytes\": %zu, "
 			"\"lat_us\": %.4f, \"algbw_gbps\": %.4f, \"busbw_gbps\": %.4f, "
-			"\"wrong\": %ld}%s\n", test_name(r->test),
+			"\"wrong\": %ld%s}%s\n", test_name(r->test),
 			mlap2p_proto_name(r->proto), r->bytes, r->usec, gbps,
-			gbps, r->wrong < 0 ? 0 : r->wrong,
+			gbps, r->wrong < 0 ? 0 : r->wrong, extra,
 			i + 1 < sh->nrows ? "," : "");
 	}
 	fprintf(f, "  ]\n}\n");
@@ -576,7 +707,10 @@ static void usage(FILE *f)
 {
 	fprintf(f,
 "usage: mlap2p-perf [options]\n"
-"  -t, --test T          pingpong, sendrecv or all (default all)\n"
+"  -t, --test T          pingpong, sendrecv, all (the two; default) or\n"
+"                        latency: the smallest size's one-way latency beside\n"
+"                        a cache-line ping-pong of the same ranks, in\n"
+"                        alternating bursts (-i: round trips per burst)\n"
 "  -n, --nranks N        ranks (default 2)\n"
 "      --threads         ranks are threads of one process (default processes)\n"
 "  -b, --minbytes B      smallest message (default 8; K, M, G suffixes)\n"
@@ -628,6 +762,8 @@ static void parse(int argc, char **argv)
 				o.tests = TEST_PINGPONG;
 			else if (!strcmp(optarg, "sendrecv"))
 				o.tests = TEST_SENDRECV;
+			else if (!strcmp(optarg, "latency"))
+				o.tests = TEST_LATENCY;
 			else if (!strcmp(optarg, "all"))
 				o.tests = TEST_PINGPONG | TEST_SENDRECV;
 			else
