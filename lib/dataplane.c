@@ -503,6 +503,9 @@ static struct dp_link *dp_link(struct dp *dp, int peer, int send, int *err,
 	/* NET: SIMPLE sends from registered regions go from the buffer. */
 	if (send && conn->mode == MLAP2P_CONN_NET && !dp->noDirect)
 		k->l.flags |= MLAP2P_LINK_NETPTR;
+	/* NET: long SIMPLE receives land in the buffer, not the slots. */
+	if (!send && conn->mode == MLAP2P_CONN_NET && !dp->noDirect)
+		k->l.flags |= MLAP2P_LINK_NETRECV;
 	/* A plain buffer can be offered to a peer process on this host. */
 	k->cma = !dp->noCma && !send && !conn->read &&
 		 (conn->mode == MLAP2P_CONN_DIRECT ||
@@ -564,6 +567,36 @@ static void dp_finish(struct mlap2p_op *op, int status)
 	__atomic_store_n(&req->done, 1, __ATOMIC_RELEASE);
 }
 
+/*
+ * Start @op, now at the head of @k.  A SIMPLE receive over NET announces
+ * its buffer to the proxy, which then receives the steps it has not posted
+ * yet straight into it (lib/proto.h, MLAP2P_LINK_NETRECV).
+ */
+static int dp_start(struct dp_link *k, struct mlap2p_op *op)
+{
+	int ret = mlap2p_op_start(op);
+
+	if (!ret && !op->send && op->proto == NCCL_PROTO_SIMPLE &&
+	    (k->l.flags & MLAP2P_LINK_NETRECV))
+		op->landed = mlap2p_net_land(&k->conn->c, op->buf, op->first,
+					     op->left, op->perStep, op->bytes);
+	return ret;
+}
+
+/* @op ends: the NET proxy receives into its buffer no more. */
+static void dp_unland(struct dp_link *k, struct mlap2p_op *op, int status)
+{
+	struct dp *dp = k->dp;
+	long tmo = dp->peerTimeoutMs ? dp->peerTimeoutMs : DP_PEER_TIMEOUT_MS;
+
+	if (!op->landed)
+		return;
+	op->landed = 0;
+	if (!mlap2p_net_unland(&k->conn->c, status ? tmo : 0))
+		WARN("rank %d: a receive from rank %d into a cancelled buffer of %zu bytes was still pending after %ld ms",
+		     dp->comm->rank, k->l.peer, op->bytes, tmo);
+}
+
 /* Pop the head of @k with @status and start what follows. */
 static void dp_complete(struct dp_link *k, int status)
 {
@@ -578,9 +611,10 @@ static void dp_complete(struct dp_link *k, int status)
 		k->direct++;
 	if (status && !k->err)
 		k->err = status;
+	dp_unland(k, op, status);
 	dp_finish(op, status);
 	while (k->qhead) {
-		int ret = k->err ? k->err : mlap2p_op_start(k->qhead);
+		int ret = k->err ? k->err : dp_start(k, k->qhead);
 
 		if (!ret)
 			break;
@@ -639,14 +673,16 @@ static void dp_activate(struct dp *dp, struct dp_link *k)
 /* Progress the head of @k once; 1 if anything moved (or failed). */
 static int dp_step(struct dp *dp, struct dp_link *k)
 {
-	int moved = 0, ret;
+	int net = k->conn->mode == MLAP2P_CONN_NET, moved = 0, ret;
 
 	/* NET: move the link's steps here rather than wait for the proxy
-	 * thread (lib/net.c); P2P links have no proxy. */
-	if (k->conn->mode == MLAP2P_CONN_NET &&
-	    mlap2p_net_progress(&k->conn->c) > 0)
+	 * thread (lib/net.c); P2P links have no proxy.  A receive takes what
+	 * the pass delivers, a send hands the pass what it just wrote. */
+	if (net && !k->conn->send && mlap2p_net_progress(&k->conn->c) > 0)
 		moved = 1;
 	ret = mlap2p_op_progress(k->qhead);
+	if (net && k->conn->send && mlap2p_net_progress(&k->conn->c) > 0)
+		moved = 1;
 	if (ret == MLAP2P_OP_DONE) {
 		dp_complete(k, 0);
 		return 1;
@@ -708,7 +744,7 @@ static int dp_post(struct dp *dp, struct mlap2p_request *req, int send,
 		k->qtail = op;
 		return 0;
 	}
-	ret = mlap2p_op_start(op);
+	ret = dp_start(k, op);
 	if (ret)
 		return ret;
 	k->qhead = k->qtail = op;

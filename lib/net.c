@@ -209,6 +209,25 @@ int mlap2p_net_reg(struct ncclConnector *c, const void *buf, size_t bytes)
 	return 0;
 }
 
+int mlap2p_net_land(struct ncclConnector *c, char *buf, uint64_t first,
+		    uint64_t steps, size_t perStep, size_t bytes)
+{
+	(void)c;
+	(void)buf;
+	(void)first;
+	(void)steps;
+	(void)perStep;
+	(void)bytes;
+	return 0;
+}
+
+int mlap2p_net_unland(struct ncclConnector *c, long timeoutMs)
+{
+	(void)c;
+	(void)timeoutMs;
+	return 1;
+}
+
 #define NET_COMM(x) {							\
 	.setup = netNoSetup, .connect = netNoConnect, .free = netNoFree,	\
 	.proxy = netNoProxy, .allocRequest = netNoAllocRequest,		\
@@ -457,6 +476,7 @@ struct net_req {
 	struct ncclProxyArgs *args;
 	uint64_t step;
 	int kind;
+	int cancelled;			/* by mlap2p_net_unland() */
 };
 
 /*
@@ -571,6 +591,13 @@ struct ncclProxyArgs {
 
 	uint64_t posted;		/* next step to send / to post */
 	uint64_t done;			/* next step completed / delivered */
+	/* recv: the receive buffer steps may land in (mlap2p_net_land) */
+	char *winBuf;
+	uint64_t winFirst, winSteps;
+	size_t winPer, winBytes;
+	char *landed[NCCL_STEPS];	/* recv: where the receive was posted,
+					 * NULL for the slot */
+	struct net_req *rreq[NCCL_STEPS];	/* recv: posted, not complete */
 	uint8_t complete[NCCL_STEPS];
 	uint8_t rproto[NCCL_STEPS];
 	uint32_t rlen[NCCL_STEPS];
@@ -839,6 +866,7 @@ static ncclResult_t netAllocRequest(struct ncclComm *comm, void **request)
 	r->args = NULL;
 	r->step = 0;
 	r->kind = 0;
+	r->cancelled = 0;
 	*request = r;
 	return ncclSuccess;
 }
@@ -873,6 +901,8 @@ static struct net_req *net_req_get(struct ncclProxyArgs *a, int kind,
 
 static void net_req_put(struct ncclProxyArgs *a, struct net_req *r)
 {
+	if (r->kind == NET_REQ_RECV && a->rreq[r->step % NCCL_STEPS] == r)
+		a->rreq[r->step % NCCL_STEPS] = NULL;
 	a->connector->transportComm->freeRequest(a->nc->comm, r);
 }
 
@@ -1209,13 +1239,34 @@ static void net_recv_deliver(struct ncclProxyArgs *a)
 		default:
 			__atomic_store_n(&a->recvMem->sizesFifo[slot], (int)n,
 					 __ATOMIC_RELAXED);
+			/* where it is: the slot (NULL) or the receive buffer */
+			__atomic_store_n(&a->recvMem->ptrsFifo[slot],
+					 a->landed[slot], __ATOMIC_RELAXED);
 			break;
 		}
+		a->landed[slot] = NULL;
 		a->complete[slot] = 0;
 		a->done = s + 1;
 		__atomic_store_n(&a->recvMem->tail, a->done, __ATOMIC_RELEASE);
 		a->moved = 1;
 	}
+}
+
+/*
+ * Where step @s's receive may be posted other than its slot: into the
+ * receive buffer that mlap2p_net_land() announced, if @s is one of its
+ * steps and the provider needs no descriptor for it.  NULL: the slot.
+ */
+static char *net_landing(struct ncclProxyArgs *a, uint64_t s, size_t *len)
+{
+	size_t off;
+
+	if (!a->winBuf || s < a->winFirst || s - a->winFirst >= a->winSteps ||
+	    a->nc->mrLocal)
+		return NULL;
+	off = (size_t)(s - a->winFirst) * a->winPer;
+	*len = a->winBytes - off < a->winPer ? a->winBytes - off : a->winPer;
+	return *len ? a->winBuf + off : NULL;
 }
 
 /* The receive side's proxy slot: keep a receive posted per free slot. */
@@ -1236,7 +1287,8 @@ static ncclResult_t netRecvProxy(struct ncclProxyArgs *a)
 		void *desc[2] = { a->desc, a->desc };
 		struct iovec iov[2];
 		struct net_req *r;
-		size_t cnt = 0;
+		size_t cnt = 0, landLen;
+		char *land;
 		ssize_t rc;
 
 		if (a->slot[NCCL_PROTO_SIMPLE]) {
@@ -1247,10 +1299,15 @@ static ncclResult_t netRecvProxy(struct ncclProxyArgs *a)
 			iov[cnt].iov_base = a->aux + (s % NCCL_STEPS) * a->auxStep;
 			iov[cnt++].iov_len = a->auxStep;
 		}
+		land = net_landing(a, s, &landLen);
 		r = net_req_get(a, NET_REQ_RECV, s);
 		if (!r)
 			return ncclSystemError;
-		if (cnt == 1)
+		if (land)
+			rc = fi_trecv(nc->ep, land, landLen, NULL,
+				      FI_ADDR_UNSPEC, tag, NET_IGNORE_PROTO,
+				      &r->ctx);
+		else if (cnt == 1)
 			rc = fi_trecv(nc->ep, iov[0].iov_base, iov[0].iov_len,
 				      a->desc, FI_ADDR_UNSPEC, tag,
 				      NET_IGNORE_PROTO, &r->ctx);
@@ -1269,6 +1326,8 @@ static ncclResult_t netRecvProxy(struct ncclProxyArgs *a)
 				      net_strerror((int)rc));
 			return ncclSystemError;
 		}
+		a->landed[s % NCCL_STEPS] = land;
+		a->rreq[s % NCCL_STEPS] = r;
 		a->posted = s + 1;
 		a->moved = 1;
 	}
@@ -1291,6 +1350,13 @@ static void net_recv_done(struct ncclProxyArgs *a, uint64_t step,
 		net_peer_fail(nc, a->peer, -EPROTO,
 			      "channel %d: step %llu arrived as %zu bytes of protocol %d, which this FIFO cannot hold",
 			      a->channel, (unsigned long long)step, e->len, proto);
+		return;
+	}
+	if (a->landed[slot] && proto != NCCL_PROTO_SIMPLE) {
+		a->err = -EPROTO;
+		net_peer_fail(nc, a->peer, -EPROTO,
+			      "channel %d: step %llu arrived as protocol %d where a SIMPLE receive was posted",
+			      a->channel, (unsigned long long)step, proto);
 		return;
 	}
 	a->rproto[slot] = (uint8_t)proto;
@@ -1365,12 +1431,16 @@ static int net_poll_cq(struct net_comm *nc)
 			return 1;
 		}
 		/*
-		 * Nothing here cancels a request; one the provider cancelled
+		 * Only mlap2p_net_unland() cancels requests (receives into a
+		 * buffer its receiver gave up); one the provider cancelled
 		 * while the communicator runs is a lost step, and waiting on
 		 * it would hang both ends with every heartbeat fine.
 		 */
-		if (err.err != FI_ECANCELED ||
-		    !__atomic_load_n(&nc->stop, __ATOMIC_ACQUIRE)) {
+		if (r->cancelled) {	/* mlap2p_net_unland(): step lost */
+			if (!r->args->err)
+				r->args->err = -ECANCELED;
+		} else if (err.err != FI_ECANCELED ||
+			   !__atomic_load_n(&nc->stop, __ATOMIC_ACQUIRE)) {
 			fi_cq_strerror(nc->cq, err.prov_errno, err.err_data,
 				       buf, sizeof(buf));
 			r->args->err = -ECONNRESET;
@@ -1576,17 +1646,130 @@ int mlap2p_net_reg_cached(struct ncclConnector *c, const void *buf,
 }
 
 /*
+ * Receive in place (lib/proto.h, MLAP2P_LINK_NETRECV): from now on the
+ * proxy of NET receive connector @c posts the receive of each step of
+ * [first, first + steps) that it has not posted yet straight into @buf,
+ * at (step - first) * perStep (up to @bytes in all), and says so in
+ * ptrsFifo[slot] when it delivers the step.  1 if it may; 0 if not (not a
+ * NET receive connector, or the provider needs descriptors for receive
+ * buffers).
+ */
+int mlap2p_net_land(struct ncclConnector *c, char *buf, uint64_t first,
+		    uint64_t steps, size_t perStep, size_t bytes)
+{
+	struct ncclProxyArgs *a = c->proxyAppend;
+
+	if (!a || !a->nc || a->send || a->nc->mrLocal || !bytes)
+		return 0;
+	net_lock(a->nc);
+	a->winFirst = first;
+	a->winSteps = steps;
+	a->winPer = perStep;
+	a->winBytes = bytes;
+	a->winBuf = buf;
+	net_unlock(a->nc);
+	return 1;
+}
+
+/*
+ * The end of mlap2p_net_land()'s window: no receive is posted into that
+ * buffer from now on, and those already posted but not complete (only if
+ * the receive ends unfinished) are cancelled and waited for, at most
+ * @timeoutMs.  Returns 1 when nothing can write into the buffer any more,
+ * 0 if a receive into it was still pending at the deadline.  A cancelled
+ * step is lost, so the connection is broken (-ECANCELED) after one.
+ */
+int mlap2p_net_unland(struct ncclConnector *c, long timeoutMs)
+{
+	struct ncclProxyArgs *a = c->proxyAppend;
+	int64_t deadline = mlap2p_now_ms() + timeoutMs;
+	struct net_comm *nc;
+	int pending, i;
+
+	if (!a || !a->nc)
+		return 1;
+	nc = a->nc;
+	net_lock(nc);
+	a->winBuf = NULL;
+	for (;;) {
+		pending = 0;
+		for (i = 0; i < NCCL_STEPS; i++) {
+			struct net_req *r = a->rreq[i];
+
+			if (!r || !a->landed[i])
+				continue;
+			pending = 1;
+			if (!r->cancelled) {
+				r->cancelled = 1;
+				fi_cancel(&nc->ep->fid, &r->ctx);
+			}
+		}
+		if (!pending || mlap2p_now_ms() > deadline)
+			break;
+		if (!net_poll_cq(nc)) {
+			net_unlock(nc);
+			sched_yield();
+			net_lock(nc);
+		}
+	}
+	net_unlock(nc);
+	return !pending;
+}
+
+
+/*
  * Idle policy.  Nothing tells the proxy that the data plane posted a step
  * (it only writes the FIFO), so it polls: tight for NET_SPIN_POLLS passes,
  * then yielding the CPU (ranks and proxies may outnumber cores) for
  * NET_YIELD_MS, then napping, longer once a communicator has been idle for
  * NET_NAP_MS.  A busy stream never leaves the first two phases.  While a
  * rank waits on NET it runs the passes itself (mlap2p_net_progress), so
- * then the proxy thread naps and leaves it the CPU.
+ * then the proxy thread naps and leaves it the CPU (net_proxy_yield), up
+ * to NET_HELPED_MAX_US at a time while the rank keeps polling.  A rank
+ * hands what it posts to the fabric itself before it returns (dp_step()
+ * runs a send's pass after the op), so the proxy's naps delay only what
+ * nobody waits for: late completions and the provider's own protocol.
  */
 #define NET_SPIN_POLLS		16
 #define NET_YIELD_MS		20
 #define NET_NAP_MS		1000
+#define NET_HELPED_MAX_US	1600
+
+/*
+ * While a rank polls for us (mlap2p_net_progress() counts nc->helps),
+ * stay out of its way: a pass here holds the lock its passes need and
+ * races it for the provider's sockets, and waking at all preempts it on
+ * a host with fewer cores than ranks plus proxies.  Sleep 50 us, doubling
+ * up to NET_HELPED_MAX_US while the rank keeps polling; send the
+ * heartbeats when due.  Called and returns with @nc->lock held.
+ */
+static void net_proxy_yield(struct net_comm *nc, unsigned int *helps,
+			    int64_t *nextTick)
+{
+	long us = 50;
+
+	pthread_mutex_unlock(&nc->lock);
+	do {
+		struct timespec ts = { 0, us * 1000 };
+		int64_t now;
+
+		*helps = __atomic_load_n(&nc->helps, __ATOMIC_RELAXED);
+		nanosleep(&ts, NULL);
+		now = mlap2p_now_ms();
+		if (now >= *nextTick) {
+			pthread_mutex_lock(&nc->lock);
+			net_heartbeats(nc, now);
+			pthread_mutex_unlock(&nc->lock);
+			*nextTick = now + 10;
+		}
+		if (us < NET_HELPED_MAX_US)
+			us *= 2;
+	} while (*helps != __atomic_load_n(&nc->helps, __ATOMIC_RELAXED) &&
+		 !__atomic_load_n(&nc->stop, __ATOMIC_ACQUIRE));
+	while (__atomic_load_n(&nc->want, __ATOMIC_ACQUIRE))
+		sched_yield();
+	pthread_mutex_lock(&nc->lock);
+}
 
 static void *net_proxy_main(void *arg)
 {
@@ -1599,8 +1782,14 @@ static void *net_proxy_main(void *arg)
 	pthread_mutex_lock(&nc->lock);
 	while (!__atomic_load_n(&nc->stop, __ATOMIC_ACQUIRE)) {
 		struct ncclProxyArgs *a;
-		int moved = net_poll_cq(nc);
+		int moved;
 
+		if (helps != __atomic_load_n(&nc->helps, __ATOMIC_RELAXED)) {
+			net_proxy_yield(nc, &helps, &nextTick);
+			idle = 0;
+			continue;
+		}
+		moved = net_poll_cq(nc);
 		for (a = nc->conns; a; a = a->next) {
 			a->connector->transportComm->proxy(a);
 			moved |= a->moved;
@@ -1621,13 +1810,7 @@ static void *net_proxy_main(void *arg)
 		pthread_mutex_unlock(&nc->lock);
 		if (idle == 1)
 			idleSince = mlap2p_now_ms();
-		if (helps != __atomic_load_n(&nc->helps, __ATOMIC_RELAXED)) {
-			struct timespec ts = { 0, 50000 };
-
-			/* a rank is polling for us: keep out of its way */
-			helps = __atomic_load_n(&nc->helps, __ATOMIC_RELAXED);
-			nanosleep(&ts, NULL);
-		} else if (idle < NET_SPIN_POLLS) {
+		if (idle < NET_SPIN_POLLS) {
 			mlap2p_cpu_relax();
 		} else {
 			int64_t quiet = mlap2p_now_ms() - idleSince;

@@ -25,6 +25,7 @@
 #define MLAP2P_NET_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 struct ncclComm;
 
@@ -67,6 +68,22 @@ int mlap2p_net_progress(struct ncclConnector *c);
  * refused the registration, MLAP2P_NET_REG=0).  Never an error.
  */
 int mlap2p_net_reg(struct ncclConnector *c, const void *buf, size_t bytes);
+
+/*
+ * Receive in place (lib/proto.h, MLAP2P_LINK_NETRECV).  mlap2p_net_land():
+ * the proxy of NET receive connector @c may post the receives of steps
+ * [first, first + steps) that it has not posted yet straight into @buf at
+ * (step - first) * perStep (@bytes in all), and marks each such step by
+ * its address in ptrsFifo[slot] when it delivers it; 1 if so, 0 if this
+ * connector cannot (the provider wants descriptors for receive buffers).
+ * mlap2p_net_unland(): no more of that; receives into @buf still pending
+ * (a receive ending unfinished) are cancelled and waited for up to
+ * @timeoutMs; 1 when none is left, 0 at the deadline.  A cancelled step is
+ * lost: the connection is broken after that.
+ */
+int mlap2p_net_land(struct ncclConnector *c, char *buf, uint64_t first,
+		    uint64_t steps, size_t perStep, size_t bytes);
+int mlap2p_net_unland(struct ncclConnector *c, long timeoutMs);
 
 /*
  * For tests: how many regions the registration cache of NET connector

@@ -79,6 +79,19 @@
  * returns, as in read mode, only once *head has caught up with its last
  * step (MLAP2P_MODE_NETPTR, SIMPLE_DRAIN).  reg() saying no (registration
  * refused, MLAP2P_NET_REG=0) means the slots carry that message.
+ *
+ * Receive in place over NET (MLAP2P_LINK_NETRECV).  The receive side's
+ * proxy posts each step's receive ahead, normally into the step's slot.
+ * When a SIMPLE receive starts, the caller may announce its buffer to the
+ * proxy (lib/net.h, mlap2p_net_land) with op->landed set: the steps of the
+ * message the proxy has not posted yet (all but the first NCCL_STEPS or
+ * so of a long one) are then received straight into op->buf at their
+ * offset, and the proxy stores that address in ptrsFifo[slot] when it
+ * delivers the step (NULL: in the slot) before it releases *tail.  The
+ * receiver copies a step out of its slot unless ptrsFifo[slot] is where
+ * the step belongs in op->buf.  The caller withdraws the announcement
+ * when the op ends (mlap2p_net_unland), which for an unfinished op also
+ * cancels and waits for the receives still posted into the buffer.
  */
 #ifndef MLAP2P_PROTO_H
 #define MLAP2P_PROTO_H
@@ -131,6 +144,8 @@ _Static_assert(MLAP2P_XCHG_OFFSET + sizeof(struct mlap2p_xchg) <= MEM_ALIGN,
 #define MLAP2P_LINK_NOREMOTE	0x8	/* write_peer was refused: stop trying */
 #define MLAP2P_LINK_NETPTR	0x10	/* a proxy sends SIMPLE steps from
 					 * ptrsFifo[slot] when set (NET) */
+#define MLAP2P_LINK_NETRECV	0x20	/* a proxy may have received a SIMPLE
+					 * step in place: ptrsFifo[slot] says */
 
 /*
  * One end of a connection as the engines see it.  The callbacks belong to
@@ -201,6 +216,8 @@ struct mlap2p_op {
 	size_t perStep;			/* payload bytes per step */
 	size_t off;			/* payload bytes moved so far */
 	size_t line;			/* lines done in the current step */
+	int landed;			/* caller: a NET proxy may receive
+					 * into buf (MLAP2P_LINK_NETRECV) */
 	char *peerBuf;			/* the peer's buffer, single copy */
 	uint64_t peerAddr;		/* or its address, MODE_REMOTE */
 	int offeredAddr;		/* this receiver offered an address */

@@ -57,6 +57,16 @@ static inline char *simple_slot(struct mlap2p_op *op, uint64_t step)
 	       (link->buffSizes[NCCL_PROTO_SIMPLE] / NCCL_STEPS);
 }
 
+/* NET: did the proxy receive step @s in place, where it belongs? */
+static inline int simple_landed(const struct mlap2p_op *op, uint64_t s)
+{
+	const struct ncclConnInfo *conn = op->link->conn;
+
+	return op->landed && conn->ptrsFifo &&
+	       __atomic_load_n(&conn->ptrsFifo[s % NCCL_STEPS],
+			       __ATOMIC_RELAXED) == (void *)(op->buf + op->off);
+}
+
 /* Does this end publish the offer (else it accepts it)? */
 static inline int simple_provider(const struct mlap2p_op *op)
 {
@@ -79,6 +89,7 @@ int mlap2p_simple_start(struct mlap2p_op *op)
 	op->peerBuf = NULL;
 	op->peerAddr = 0;
 	op->offeredAddr = 0;
+	op->landed = 0;
 	op->state = conn->ptrExchange ? SIMPLE_XCHG : SIMPLE_STEPS;
 	if (op->send && op->bytes && !conn->ptrExchange && conn->ptrsFifo &&
 	    (op->link->flags & MLAP2P_LINK_NETPTR) && op->link->reg &&
@@ -291,8 +302,9 @@ static int simple_recv_steps(struct mlap2p_op *op)
 			return -EPROTO;
 		if (op->mode == MLAP2P_MODE_READ)
 			memcpy(op->buf + op->off, op->peerBuf + op->off, n);
-		else if (op->mode == MLAP2P_MODE_FIFO ||
-			 op->mode == MLAP2P_MODE_REFUSED)
+		else if ((op->mode == MLAP2P_MODE_FIFO ||
+			  op->mode == MLAP2P_MODE_REFUSED) &&
+			 !simple_landed(op, s))
 			memcpy(op->buf + op->off, simple_slot(op, s), n);
 		op->off += n;
 		op->step = s + 1;
