@@ -481,6 +481,108 @@ TEST_F_TIMEOUT(net, registered_send_in_place, 120)
 	ASSERT_EQ(0, lt_run_threads(2, cores, reg_rank, &a, ranks));
 }
 
+struct land_arg {
+	int landed;		/* expect the receive in place */
+};
+
+/*
+ * A long SIMPLE receive over NET lands in its buffer: every step the proxy
+ * posted after the receive started (the last NCCL_STEPS of a message of
+ * more than 2 * NCCL_STEPS steps surely are) names, in ptrsFifo at
+ * delivery, the address where that step belongs in the buffer; with
+ * MLAP2P_SINGLE_COPY=0 none does, and the bytes are exact either way
+ * (ring_step).  A step is MLAP2P_CHUNKSIZE (set to 128 KiB) or the SIMPLE
+ * slot, whichever is smaller.
+ */
+static int land_rank(struct lt_rank *r)
+{
+	const struct land_arg *a = r->arg;
+	const size_t n = (4 << 20) + 13;
+	unsigned char *sbuf = malloc(n), *rbuf = malloc(n);
+	struct mlap2p_conn_desc d;
+	uint64_t first, s, steps;
+	int prev, next, ret = 0;
+	size_t chunk;
+
+	if (lt_init(r)) {
+		free(sbuf);
+		free(rbuf);
+		return 1;
+	}
+	if (!sbuf || !rbuf || mlap2p_connect_ring(r->comm, 1) ||
+	    mlap2p_ring_get(r->comm, 0, NULL, &prev, &next) ||
+	    mlap2p_conn_get(r->comm, 0, prev, MLAP2P_DIR_RECV, &d) ||
+	    d.path != MLAP2P_PATH_NET ||
+	    mlap2p_set_proto(r->comm, MLAP2P_PROTO_SIMPLE)) {
+		ret = 2;
+		goto out;
+	}
+	chunk = (size_t)d.buff_sizes[MLAP2P_PROTO_SIMPLE] / NCCL_STEPS;
+	if (chunk > 128 << 10)
+		chunk = 128 << 10;
+	steps = (n + chunk - 1) / chunk;
+	if (steps <= 2 * NCCL_STEPS) {
+		snprintf(r->msg, sizeof(r->msg), "%llu steps are too few",
+			 (unsigned long long)steps);
+		ret = 5;
+		goto out;
+	}
+	first = d.host->conn.step;
+	ret = ring_step(r, prev, next, n, 0, sbuf, rbuf);
+	if (!ret && d.host->conn.step != first + steps) {
+		snprintf(r->msg, sizeof(r->msg), "%llu steps, want %llu",
+			 (unsigned long long)(d.host->conn.step - first),
+			 (unsigned long long)steps);
+		ret = 6;
+	}
+	for (s = first + steps - NCCL_STEPS; !ret && s < first + steps; s++) {
+		void *got = d.host->conn.ptrsFifo[s % NCCL_STEPS];
+		void *want = a->landed ? rbuf + (s - first) * chunk : NULL;
+
+		if (got != want) {
+			snprintf(r->msg, sizeof(r->msg),
+				 "step %llu of %llu landed at %p, want %p (buffer %p)",
+				 (unsigned long long)(s - first),
+				 (unsigned long long)steps, got, want,
+				 (void *)rbuf);
+			ret = 3;
+		}
+	}
+out:
+	free(sbuf);
+	free(rbuf);
+	if (mlap2p_comm_destroy(r->comm) && !ret)
+		ret = 4;
+	return ret;
+}
+
+TEST_F_TIMEOUT(net, long_receive_lands_in_place, 120)
+{
+	static const int cores[2] = { 0, 1 };
+	struct land_arg a = { .landed = 1 };
+	struct lt_rank ranks[2];
+
+	SKIPPED_IN_SETUP();
+
+	setenv("NCCL_P2P_DISABLE", "1", 1);
+	setenv("MLAP2P_CHUNKSIZE", "131072", 1);
+	ASSERT_EQ(0, lt_run_threads(2, cores, land_rank, &a, ranks));
+}
+
+TEST_F_TIMEOUT(net, no_single_copy_receives_in_slots, 120)
+{
+	static const int cores[2] = { 0, 1 };
+	struct land_arg a = { .landed = 0 };
+	struct lt_rank ranks[2];
+
+	SKIPPED_IN_SETUP();
+
+	setenv("NCCL_P2P_DISABLE", "1", 1);
+	setenv("MLAP2P_CHUNKSIZE", "131072", 1);
+	setenv("MLAP2P_SINGLE_COPY", "0", 1);
+	ASSERT_EQ(0, lt_run_threads(2, cores, land_rank, &a, ranks));
+}
+
 struct realloc_arg {
 	int overlapped;		/* rank 0 got a new region over the old one */
 	char why[160];		/* else why not */
