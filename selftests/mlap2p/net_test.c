@@ -583,6 +583,100 @@ TEST_F_TIMEOUT(net, no_single_copy_receives_in_slots, 120)
 	ASSERT_EQ(0, lt_run_threads(2, cores, land_rank, &a, ranks));
 }
 
+struct watch_arg {
+	struct mlap2p_comm *comm;
+	const uint64_t *tail;
+	uint64_t until;
+};
+
+/* Abort @comm once its receive FIFO's tail reached @until (or after 20 s). */
+static void *abort_at_tail(void *arg)
+{
+	struct watch_arg *w = arg;
+	int i;
+
+	for (i = 0; i < 200000 &&
+	     __atomic_load_n(w->tail, __ATOMIC_ACQUIRE) < w->until; i++)
+		usleep(100);
+	mlap2p_comm_abort(w->comm);
+	return NULL;
+}
+
+/*
+ * Rank 1 receives 64 MiB that rank 0 sends; once more than 3 * NCCL_STEPS
+ * steps arrived, so the proxy has receives posted straight into the
+ * buffer, another thread aborts rank 1.  The receive fails -ECANCELED, and
+ * from then on nothing may write into its buffer: it is refilled and
+ * must stay so while rank 0 goes on sending (until it sees rank 1 gone).
+ */
+static int abort_land_rank(struct lt_rank *r)
+{
+	const size_t n = 64 << 20;
+	unsigned char *buf = malloc(n);
+	struct mlap2p_conn_desc d;
+	struct watch_arg w;
+	pthread_t t;
+	int prev, next, ret = 0, got;
+	size_t i;
+
+	if (lt_init(r)) {
+		free(buf);
+		return 1;
+	}
+	if (!buf || mlap2p_connect_ring(r->comm, 1) ||
+	    mlap2p_ring_get(r->comm, 0, NULL, &prev, &next) ||
+	    mlap2p_conn_get(r->comm, 0, prev, MLAP2P_DIR_RECV, &d) ||
+	    mlap2p_set_proto(r->comm, MLAP2P_PROTO_SIMPLE)) {
+		mlap2p_comm_abort(r->comm);
+		free(buf);
+		return 2;
+	}
+	if (r->rank == 0) {	/* fails once rank 1 is gone */
+		memset(buf, 1, n);
+		got = mlap2p_send(r->comm, buf, n, next);
+		mlap2p_comm_abort(r->comm);
+		free(buf);
+		return got ? 0 : 3;
+	}
+	w.comm = r->comm;
+	w.tail = d.host->conn.tail;
+	w.until = d.host->conn.step + 3 * NCCL_STEPS;
+	if (pthread_create(&t, NULL, abort_at_tail, &w)) {
+		mlap2p_comm_abort(r->comm);
+		free(buf);
+		return 4;
+	}
+	got = mlap2p_recv(r->comm, buf, n, prev);
+	pthread_join(t, NULL);
+	if (got != -ECANCELED) {
+		snprintf(r->msg, sizeof(r->msg), "the receive returned %d", got);
+		ret = 5;
+	}
+	memset(buf, 0xa5, n);
+	usleep(300000);
+	for (i = 0; !ret && i < n; i++)
+		if (buf[i] != 0xa5) {
+			snprintf(r->msg, sizeof(r->msg),
+				 "byte %zu of the cancelled receive changed to %#x",
+				 i, buf[i]);
+			ret = 6;
+		}
+	free(buf);
+	return ret;
+}
+
+TEST_F_TIMEOUT(net, aborted_receive_buffer_is_left_alone, 120)
+{
+	static const int cores[2] = { 0, 1 };
+	struct lt_rank ranks[2];
+
+	SKIPPED_IN_SETUP();
+
+	setenv("NCCL_P2P_DISABLE", "1", 1);
+	setenv("MLAP2P_PEER_TIMEOUT", "2s", 1);
+	ASSERT_EQ(0, lt_run_threads(2, cores, abort_land_rank, NULL, ranks));
+}
+
 struct realloc_arg {
 	int overlapped;		/* rank 0 got a new region over the old one */
 	char why[160];		/* else why not */
