@@ -15,14 +15,24 @@
  *       Connect a ring and exchange B-byte messages round it until an error
  *       or S seconds; prints "streaming" once data moves, and on an error
  *       the error and mlap2p_last_error() (which names the peer).
+ *   net_helper stall --nranks 2 --rank R --core C [--bytes B]
+ *       SIMPLE, rank 0 to rank 1.  Rank 1 posts a 64 MiB receive; rank 0
+ *       sends B bytes of it, waits a second (its proxy hands them over),
+ *       prints "stopping" and stops itself (SIGSTOP).  Rank 1's receive
+ *       fails once rank 0 falls silent; it prints "receive failed", fills
+ *       its buffer with 0xa5 and checks 3 s later that nothing wrote into
+ *       it: "buffer intact" (exit 0) or "buffer changed" (exit 5).  Rank 0,
+ *       continued (SIGCONT, by the test), sends B bytes more, which the
+ *       receives rank 1 had posted into its buffer would take.
  *
  * Exit: 0 all good, 1 a failure (wrong bytes, setup), 2 usage, 3 (stream)
  * the exchange failed with an error, as net_hosts.sh expects after it cuts
- * the link.
+ * the link, 5 (stall) the failed receive's buffer changed.
  */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <getopt.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -208,6 +218,51 @@ out:
 	return rc;
 }
 
+static int run_stall(struct mlap2p_comm *comm, const struct opts *o, int prev,
+		     int next)
+{
+	const size_t n = 64 << 20;
+	unsigned char *buf = malloc(n);
+	size_t i;
+	int ret;
+
+	if (!buf || o->bytes > n ||
+	    mlap2p_set_proto(comm, MLAP2P_PROTO_SIMPLE)) {
+		free(buf);
+		return 1;
+	}
+	memset(buf, 1, n);
+	if (o->rank == 0) {
+		ret = mlap2p_send(comm, buf, o->bytes, next);
+		if (ret) {
+			printf("rank 0: first send: %s\n", mlap2p_strerror(ret));
+			free(buf);
+			return 1;
+		}
+		sleep(1);
+		printf("rank 0: stopping\n");
+		fflush(stdout);
+		raise(SIGSTOP);
+		ret = mlap2p_send(comm, buf, o->bytes, next);
+		printf("rank 0: sent again: %s\n", mlap2p_strerror(ret));
+		free(buf);
+		return 3;	/* the comm failed or will: abort it */
+	}
+	ret = mlap2p_recv(comm, buf, n, prev);
+	memset(buf, 0xa5, n);
+	printf("rank 1: receive failed: %s\n", mlap2p_strerror(ret));
+	fflush(stdout);
+	sleep(3);
+	for (i = 0; i < n && buf[i] == 0xa5; i++)
+		;
+	if (i < n)
+		printf("rank 1: buffer changed at byte %zu to %#x\n", i, buf[i]);
+	else
+		printf("rank 1: buffer intact\n");
+	free(buf);
+	return i < n ? 5 : ret ? 3 : 1;
+}
+
 static int parse_list(const char *s, size_t *out, int max)
 {
 	char *end;
@@ -257,7 +312,7 @@ static unsigned int parse_protos(const char *s)
 
 static int usage(const char *argv0)
 {
-	fprintf(stderr, "usage: %s ring|stream --nranks N --rank R --core C [--channels K] [--protos LL,LL128,SIMPLE] [--sizes a,b] [--iters I] [--bytes B] [--seconds S]\n",
+	fprintf(stderr, "usage: %s ring|stream|stall --nranks N --rank R --core C [--channels K] [--protos LL,LL128,SIMPLE] [--sizes a,b] [--iters I] [--bytes B] [--seconds S]\n",
 		argv0);
 	return 2;
 }
@@ -311,7 +366,8 @@ int main(int argc, char **argv)
 		}
 	}
 	if (o.nranks < 1 || o.rank < 0 || o.rank >= o.nranks || o.core < 0 ||
-	    (strcmp(o.mode, "ring") && strcmp(o.mode, "stream")))
+	    (strcmp(o.mode, "ring") && strcmp(o.mode, "stream") &&
+	     strcmp(o.mode, "stall")))
 		return usage(argv[0]);
 	if (!getenv("NCCL_COMM_ID")) {
 		fprintf(stderr, "net_helper: set NCCL_COMM_ID=<ip>:<port>\n");
@@ -344,6 +400,8 @@ int main(int argc, char **argv)
 
 	if (!strcmp(o.mode, "ring"))
 		rc = run_ring(comm, &o, prev, next);
+	else if (!strcmp(o.mode, "stall"))
+		rc = run_stall(comm, &o, prev, next);
 	else
 		rc = run_stream(comm, &o, prev, next);
 	if (rc) {

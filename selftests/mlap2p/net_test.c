@@ -583,6 +583,10 @@ TEST_F_TIMEOUT(net, no_single_copy_receives_in_slots, 120)
 	ASSERT_EQ(0, lt_run_threads(2, cores, land_rank, &a, ranks));
 }
 
+struct abort_land_arg {
+	int stage;		/* 1: rank 1 aborted, 2: rank 0 sent again */
+};
+
 struct watch_arg {
 	struct mlap2p_comm *comm;
 	const uint64_t *tail;
@@ -602,22 +606,40 @@ static void *abort_at_tail(void *arg)
 	return NULL;
 }
 
+/* Wait (at most 30 s) until the other rank reached @stage. */
+static int wait_stage(struct abort_land_arg *a, int stage)
+{
+	int i;
+
+	for (i = 0; i < 30000; i++) {
+		if (__atomic_load_n(&a->stage, __ATOMIC_ACQUIRE) >= stage)
+			return 0;
+		usleep(1000);
+	}
+	return -1;
+}
+
 /*
- * Rank 1 receives 64 MiB that rank 0 sends; once more than 3 * NCCL_STEPS
- * steps arrived, so the proxy has receives posted straight into the
- * buffer, another thread aborts rank 1.  The receive fails -ECANCELED, and
- * from then on nothing may write into its buffer: it is refilled and
- * must stay so while rank 0 goes on sending (until it sees rank 1 gone).
+ * Rank 1 posts a 64 MiB receive; rank 0 sends only its first 64 steps, so
+ * the receive stays unfinished with the proxy's receives for the next
+ * steps posted straight into the buffer.  Another thread aborts rank 1
+ * once those 64 steps arrived; the receive fails -ECANCELED and its
+ * buffer is refilled.  Then rank 0 sends 64 steps more, which the
+ * cancelled receives would have taken: the buffer must stay as it is.
+ * (The abort also closes rank 1's endpoint, which alone keeps the data
+ * out; procs.failed_receive_buffer_is_left_alone covers a receive that
+ * fails while its communicator lives on, where only the cancel does.)
  */
 static int abort_land_rank(struct lt_rank *r)
 {
+	struct abort_land_arg *a = r->arg;
 	const size_t n = 64 << 20;
 	unsigned char *buf = malloc(n);
 	struct mlap2p_conn_desc d;
 	struct watch_arg w;
+	size_t chunk, part, i;
 	pthread_t t;
 	int prev, next, ret = 0, got;
-	size_t i;
 
 	if (lt_init(r)) {
 		free(buf);
@@ -631,35 +653,49 @@ static int abort_land_rank(struct lt_rank *r)
 		free(buf);
 		return 2;
 	}
-	if (r->rank == 0) {	/* fails once rank 1 is gone */
+	chunk = (size_t)d.buff_sizes[MLAP2P_PROTO_SIMPLE] / NCCL_STEPS;
+	if (chunk > 128 << 10)
+		chunk = 128 << 10;
+	part = 64 * chunk;
+	if (r->rank == 0) {
 		memset(buf, 1, n);
-		got = mlap2p_send(r->comm, buf, n, next);
+		if (mlap2p_send(r->comm, buf, part, next))
+			ret = 3;
+		else if (wait_stage(a, 1))
+			ret = 4;
+		else	/* fails or not: rank 1 is gone; it must not land */
+			mlap2p_send(r->comm, buf, part, next);
+		__atomic_store_n(&a->stage, 2, __ATOMIC_RELEASE);
 		mlap2p_comm_abort(r->comm);
 		free(buf);
-		return got ? 0 : 3;
+		return ret;
 	}
 	w.comm = r->comm;
 	w.tail = d.host->conn.tail;
-	w.until = d.host->conn.step + 3 * NCCL_STEPS;
+	w.until = d.host->conn.step + part / chunk;
 	if (pthread_create(&t, NULL, abort_at_tail, &w)) {
 		mlap2p_comm_abort(r->comm);
+		__atomic_store_n(&a->stage, 1, __ATOMIC_RELEASE);
 		free(buf);
-		return 4;
+		return 5;
 	}
 	got = mlap2p_recv(r->comm, buf, n, prev);
 	pthread_join(t, NULL);
+	memset(buf, 0xa5, n);
+	__atomic_store_n(&a->stage, 1, __ATOMIC_RELEASE);
 	if (got != -ECANCELED) {
 		snprintf(r->msg, sizeof(r->msg), "the receive returned %d", got);
-		ret = 5;
+		ret = 6;
 	}
-	memset(buf, 0xa5, n);
-	usleep(300000);
+	if (wait_stage(a, 2))
+		ret = 7;
+	usleep(200000);
 	for (i = 0; !ret && i < n; i++)
 		if (buf[i] != 0xa5) {
 			snprintf(r->msg, sizeof(r->msg),
 				 "byte %zu of the cancelled receive changed to %#x",
 				 i, buf[i]);
-			ret = 6;
+			ret = 8;
 		}
 	free(buf);
 	return ret;
@@ -668,13 +704,14 @@ static int abort_land_rank(struct lt_rank *r)
 TEST_F_TIMEOUT(net, aborted_receive_buffer_is_left_alone, 120)
 {
 	static const int cores[2] = { 0, 1 };
+	struct abort_land_arg a = { 0 };
 	struct lt_rank ranks[2];
 
 	SKIPPED_IN_SETUP();
 
 	setenv("NCCL_P2P_DISABLE", "1", 1);
 	setenv("MLAP2P_PEER_TIMEOUT", "2s", 1);
-	ASSERT_EQ(0, lt_run_threads(2, cores, abort_land_rank, NULL, ranks));
+	ASSERT_EQ(0, lt_run_threads(2, cores, abort_land_rank, &a, ranks));
 }
 
 struct realloc_arg {
@@ -1094,6 +1131,54 @@ TEST_F_TIMEOUT(procs, silent_peer_times_out, 60)
 	EXPECT_TRUE(log_has(self->log[0], "rank 0: error after"));
 	/* 2 s of silence, plus a heartbeat period and the data plane's check. */
 	EXPECT_GT(10000, mlap2p_now_ms() - t0);
+}
+
+/*
+ * A receive that fails while its communicator lives on must take back the
+ * receives the proxy posted straight into its buffer: rank 0 sends part
+ * of rank 1's 64 MiB receive and stops itself; rank 1's receive fails
+ * when rank 0 falls silent (MLAP2P_PEER_TIMEOUT), and it refills its
+ * buffer; rank 0 is continued and sends the next steps, which those
+ * receives would have taken.  net_helper's "stall" mode; rank 1 exits 3
+ * with its buffer intact, 5 if anything wrote into it.
+ */
+TEST_F_TIMEOUT(procs, failed_receive_buffer_is_left_alone, 60)
+{
+	const char *env[] = {
+		self->commId, "MLAP2P_RUNTIME=host", "NCCL_P2P_DISABLE=1",
+		"MLAP2P_PEER_TIMEOUT=2s", "NCCL_DEBUG=WARN",
+		"MLAP2P_CHUNKSIZE=131072", NULL,
+	};
+	int64_t end;
+	int st, i;
+
+	SKIPPED_IN_SETUP();
+
+	for (i = 0; i < 2; i++)	/* 16 steps of 128 KiB */
+		self->pid[i] = spawn_rank(i, "stall", "2097152", env,
+					  self->log[i]);
+	end = mlap2p_now_ms() + 30000;
+	while (!log_has(self->log[1], "receive failed") &&
+	       mlap2p_now_ms() < end)
+		usleep(20000);
+	if (!log_has(self->log[0], "stopping") ||
+	    !log_has(self->log[1], "receive failed")) {
+		log_show(self->log[0]);
+		log_show(self->log[1]);
+		ASSERT_TRUE(0);
+	}
+	kill(self->pid[0], SIGCONT);
+	st = wait_for(self->pid[1], 20000);
+	if (st != 3) {
+		log_show(self->log[0]);
+		log_show(self->log[1]);
+	}
+	ASSERT_EQ(3, st);
+	self->pid[1] = 0;
+	EXPECT_TRUE(log_has(self->log[1], "buffer intact"));
+	st = wait_for(self->pid[0], 20000);
+	EXPECT_EQ(3, st);
+	self->pid[0] = 0;
 }
 
 /*
