@@ -16,7 +16,7 @@
  *       or S seconds; prints "streaming" once data moves, and on an error
  *       the error and mlap2p_last_error() (which names the peer).
  *   net_helper stall --nranks 2 --rank R --core C [--bytes B]
- *       SIMPLE, rank 0 to rank 1.  Rank 1 posts a 64 MiB receive; rank 0
+ *       SIMPLE, rank 0 to rank 1.  Rank 1 posts a 4B-byte receive; rank 0
  *       sends B bytes of it, waits a second (its proxy hands them over),
  *       prints "stopping" and stops itself (SIGSTOP).  Rank 1's receive
  *       fails once rank 0 falls silent; it prints "receive failed", fills
@@ -221,17 +221,15 @@ out:
 static int run_stall(struct mlap2p_comm *comm, const struct opts *o, int prev,
 		     int next)
 {
-	const size_t n = 64 << 20;
-	unsigned char *buf = malloc(n);
+	const size_t n = 4 * o->bytes;
+	unsigned char *buf = calloc(1, n);
 	size_t i;
 	int ret;
 
-	if (!buf || o->bytes > n ||
-	    mlap2p_set_proto(comm, MLAP2P_PROTO_SIMPLE)) {
+	if (!buf || mlap2p_set_proto(comm, MLAP2P_PROTO_SIMPLE)) {
 		free(buf);
 		return 1;
 	}
-	memset(buf, 1, n);
 	if (o->rank == 0) {
 		ret = mlap2p_send(comm, buf, o->bytes, next);
 		if (ret) {
