@@ -66,6 +66,27 @@ static inline void ll_store(uint64_t *line, uint64_t v, uint32_t flag)
 	__atomic_store_n(&line[1], (v >> 32) | f, __ATOMIC_RELAXED);
 }
 
+/* Write @n payload bytes (at least one line) as lines; lines written. */
+static inline size_t ll_write(uint64_t *line, const char *src, size_t n,
+			      uint32_t flag)
+{
+	size_t i;
+	uint64_t v;
+
+	for (i = 0; i < n / MLAP2P_LL_PAYLOAD; i++) {
+		memcpy(&v, src + i * MLAP2P_LL_PAYLOAD, sizeof(v));
+		ll_store(line + 2 * i, v, flag);
+	}
+	if (n % MLAP2P_LL_PAYLOAD || !n) {
+		v = 0;
+		if (n)
+			memcpy(&v, src + i * MLAP2P_LL_PAYLOAD,
+			       n % MLAP2P_LL_PAYLOAD);
+		ll_store(line + 2 * i++, v, flag);
+	}
+	return i;
+}
+
 size_t mlap2p_proto_step_bytes(const struct mlap2p_link *link, int proto)
 {
 	size_t step = link->buffSizes[proto] / NCCL_STEPS;
@@ -112,8 +133,8 @@ static int ll_send(struct mlap2p_op *op)
 		uint32_t flag = ll_flag(s);
 		size_t n = mlap2p_min(op->bytes - op->off, op->perStep);
 		const char *src = op->buf + op->off;
-		size_t full = n / MLAP2P_LL_PAYLOAD, i;
-		uint64_t *line, v;
+		size_t i;
+		uint64_t *line;
 
 		if (!mlap2p_has_credit(link, s))
 			return moved ? MLAP2P_OP_MOVED : MLAP2P_OP_IDLE;
@@ -132,17 +153,7 @@ static int ll_send(struct mlap2p_op *op)
 			moved = 1;
 			continue;
 		}
-		for (i = 0; i < full; i++) {
-			memcpy(&v, src + i * MLAP2P_LL_PAYLOAD, sizeof(v));
-			ll_store(line + 2 * i, v, flag);
-		}
-		if (n % MLAP2P_LL_PAYLOAD || !n) {
-			v = 0;
-			memcpy(&v, src + i * MLAP2P_LL_PAYLOAD,
-			       n % MLAP2P_LL_PAYLOAD);
-			ll_store(line + 2 * i, v, flag);
-			i++;
-		}
+		i = ll_write(line, src, n, flag);
 		if ((s & NCCL_LL_CLEAN_MASK) == NCCL_LL_CLEAN_MASK) {
 			for (; i < slotLines; i++)
 				ll_store(line + 2 * i, 0, flag);
@@ -216,26 +227,14 @@ static int ll_recv(struct mlap2p_op *op)
 int mlap2p_ll_send_small(struct mlap2p_link *link, const void *buf, size_t n)
 {
 	struct ncclConnInfo *conn = link->conn;
-	uint64_t s = conn->step, *line, v;
+	uint64_t s = conn->step;
 	uint32_t flag = ll_flag(s);
-	const char *src = buf;
-	size_t i;
 
 	if (!flag || (s & NCCL_LL_CLEAN_MASK) == NCCL_LL_CLEAN_MASK ||
 	    !mlap2p_has_credit(link, s))
 		return 0;
-	line = ll_slot(link, s);	/* no proxy reads sizesFifo: P2P only */
-	for (i = 0; i < n / MLAP2P_LL_PAYLOAD; i++) {
-		memcpy(&v, src + i * MLAP2P_LL_PAYLOAD, sizeof(v));
-		ll_store(line + 2 * i, v, flag);
-	}
-	if (n % MLAP2P_LL_PAYLOAD || !n) {
-		v = 0;
-		if (n)
-			memcpy(&v, src + i * MLAP2P_LL_PAYLOAD,
-			       n % MLAP2P_LL_PAYLOAD);
-		ll_store(line + 2 * i, v, flag);
-	}
+	/* no proxy reads sizesFifo: P2P only */
+	ll_write(ll_slot(link, s), buf, n, flag);
 	conn->step = s + 1;
 	/* The next step would have to reload *head, a line the receiver
 	 * writes: load it now, while the caller goes on to wait anyway,
