@@ -807,8 +807,14 @@ static int bs_wait(struct mlap2p_bootstrap *s, int peer, int tag,
 		pthread_mutex_unlock(&s->lock);
 		ret = peer != s->rank ? mlap2p_peer_alive(s->comm, peer) : 0;
 		pthread_mutex_lock(&s->lock);
-		if (ret)
+		if (ret) {
+			/* It may have sent, been acknowledged and exited since
+			 * the look above: what it sent is queued by now. */
+			m = bs_take(s, peer, tag);
+			if (m)
+				ret = 0;
 			break;
+		}
 		/* Wake at least once a second to look at the peer again. */
 		until = now + 1000;
 		if (deadline >= 0 && deadline < until)
