@@ -67,6 +67,7 @@ struct dp {
 	uint64_t llMax, ll128Max, chunk;
 	int noDirect;
 	int noCma;
+	int noPull;
 	long peerTimeoutMs, liveEveryMs;
 	int64_t nextLive;
 	uint32_t spinTight, spinYield;
@@ -274,6 +275,10 @@ static int dp_params(struct dp *dp)
 	if (ret)
 		return ret;
 	dp->noCma = !v;
+	ret = mlap2p_env_int("MLAP2P_CMA_PULL", 0, 1, 1, &v);
+	if (ret)
+		return ret;
+	dp->noPull = !v;
 	ret = mlap2p_env_timeout("MLAP2P_PEER_TIMEOUT", DP_PEER_TIMEOUT_MS,
 				 &dp->peerTimeoutMs);
 	if (ret)
@@ -347,17 +352,17 @@ static int dp_describe(void *arg, const void *buf, size_t bytes,
 }
 
 /*
- * Cross-memory attach: copy into the peer's process.  Its pid is the one
- * the liveness checks watch; that it still names the peer (and the same pid
- * namespace) is checked once against the start time the peer reported.
- * The kernel checks ptrace access and answers -EPERM when it is refused.
+ * Cross-memory attach: copy into (@write) or out of the peer's process.
+ * Its pid is the one the liveness checks watch; that it still names the
+ * peer (and the same pid namespace) is checked once against the start time
+ * the peer reported.  The kernel checks ptrace access and answers -EPERM
+ * when it is refused.
  */
-static int dp_write_peer(void *arg, uint64_t addr, const void *src,
-			 size_t bytes)
+static int dp_peer_copy(struct dp_link *k, uint64_t addr, void *buf,
+			size_t bytes, int write)
 {
-	struct dp_link *k = arg;
 	const struct ncclPeerInfo *pi = &k->dp->comm->peerInfo[k->l.peer];
-	struct iovec local = { .iov_base = (void *)src, .iov_len = bytes };
+	struct iovec local = { .iov_base = buf, .iov_len = bytes };
 	struct iovec remote = { .iov_base = (void *)(uintptr_t)addr,
 				.iov_len = bytes };
 	ssize_t n;
@@ -380,7 +385,7 @@ static int dp_write_peer(void *arg, uint64_t addr, const void *src,
 	}
 	if (k->peerChecked < 0)
 		return -EPERM;
-	/* Each message's first step: is the receiver still that process? */
+	/* Each message's first step: is the peer still that process? */
 	if (addr != k->cmaNext && k->pidfd >= 0) {
 		struct pollfd p = { .fd = k->pidfd, .events = POLLIN };
 
@@ -389,7 +394,8 @@ static int dp_write_peer(void *arg, uint64_t addr, const void *src,
 	}
 	k->cmaNext = addr + bytes;
 	while (local.iov_len) {
-		n = process_vm_writev(pi->pid, &local, 1, &remote, 1, 0);
+		n = write ? process_vm_writev(pi->pid, &local, 1, &remote, 1, 0) :
+			    process_vm_readv(pi->pid, &local, 1, &remote, 1, 0);
 		if (n < 0) {
 			int err = errno;
 
@@ -398,9 +404,12 @@ static int dp_write_peer(void *arg, uint64_t addr, const void *src,
 			if (err == ESRCH)
 				goto died;
 			if (err == EPERM || err == ENOSYS)
-				INFO(NCCL_P2P, "rank %d: cannot write into rank %d (pid %d): %s; two copies from now on",
-				     k->dp->comm->rank, k->l.peer, pi->pid,
-				     strerror(err));
+				INFO(NCCL_P2P, "rank %d: cannot %s rank %d (pid %d): %s; %s",
+				     k->dp->comm->rank,
+				     write ? "write into" : "read from",
+				     k->l.peer, pi->pid, strerror(err),
+				     write ? "two copies from now on" :
+				     "the sender copies alone");
 			return -err;
 		}
 		if (!n)
@@ -412,9 +421,21 @@ static int dp_write_peer(void *arg, uint64_t addr, const void *src,
 	}
 	return 0;
 died:	/* as the liveness check says it */
-	WARN("rank %d: peer rank %d (pid %d) died; a send to it failed (%zu bytes by cross-memory attach)",
-	     k->dp->comm->rank, k->l.peer, pi->pid, bytes);
+	WARN("rank %d: peer rank %d (pid %d) died; a %s it failed (%zu bytes by cross-memory attach)",
+	     k->dp->comm->rank, k->l.peer, pi->pid,
+	     write ? "send to" : "receive from", bytes);
 	return -ECONNRESET;
+}
+
+static int dp_write_peer(void *arg, uint64_t addr, const void *src,
+			 size_t bytes)
+{
+	return dp_peer_copy(arg, addr, (void *)src, bytes, 1);
+}
+
+static int dp_read_peer(void *arg, uint64_t addr, void *dst, size_t bytes)
+{
+	return dp_peer_copy(arg, addr, dst, bytes, 0);
 }
 
 /* NET: may the proxy send this buffer in place (a registered region)? */
@@ -512,10 +533,13 @@ static struct dp_link *dp_link(struct dp *dp, int peer, int send, int *err,
 		  conn->mode == MLAP2P_CONN_IPC) &&
 		 comm->peerInfo[peer].hostHash ==
 		 comm->peerInfo[comm->rank].hostHash;
+	if (dp->noPull)
+		k->l.flags |= MLAP2P_LINK_NOPULL;
 	k->l.abortFlag = &comm->abortFlag;
 	k->l.describe = dp_describe;
 	k->l.resolve = dp_resolve;
 	k->l.write_peer = dp_write_peer;
+	k->l.read_peer = dp_read_peer;
 	k->l.reg = dp_net_reg;
 	k->l.arg = k;
 	k->l.head = 0;

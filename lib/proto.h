@@ -61,6 +61,22 @@
  * message's first step, so an offer can never be applied to the
  * wrong message.  The step handshake runs unchanged in every mode; in read
  * mode the sender returns only once *head shows the receiver has read all.
+ *
+ * Split (MODE_REMOTE, messages of two steps or more).  One core copying
+ * while the other waits gets half of what the two can: so after its first
+ * step the sender publishes its own buffer's address (x->src, then
+ * x->split = first + 1 with release, before that step's tail), and the
+ * two ends take steps from either end of the message with a
+ * compare-and-swap on x->claim: the sender steps 0, 1, ... (each written
+ * by write_peer and signalled as usual), the receiver steps n-1, n-2, ...,
+ * which it copies itself through link->read_peer.  When nothing is left
+ * to take, the sender releases *tail = first + n (the steps in between
+ * were the receiver's) and drains: it returns once *head = first + n says
+ * the receiver has finished reading.  A receiver that cannot read the
+ * sender's process (a one-byte probe fails before it takes any step)
+ * takes none, and the sender writes them all (MLAP2P_LINK_NOPULL once it
+ * is refused for good).
+ *
  * A consequence worth knowing: a SIMPLE send waits for its receive to be
  * posted (a rendezvous), as NCCL's does; post both inside a group.
  *
@@ -123,6 +139,9 @@ struct mlap2p_xchg {
 	uint8_t ipc[64];	/* the region's IPC handle */
 	uint64_t revoked;	/* receiver: step + 1, the address is withdrawn */
 	uint64_t revokeAck;	/* sender: step + 1, it writes there no more */
+	uint64_t src;		/* sender: its buffer's address, to pull from */
+	uint64_t split;		/* sender: step + 1 once src is valid */
+	uint64_t claim;		/* steps taken: front (sender) | back << 32 */
 };
 
 _Static_assert(MLAP2P_XCHG_OFFSET >= offsetof(struct ncclSendMem, ptrExchange) +
@@ -146,6 +165,7 @@ _Static_assert(MLAP2P_XCHG_OFFSET + sizeof(struct mlap2p_xchg) <= MEM_ALIGN,
 					 * ptrsFifo[slot] when set (NET) */
 #define MLAP2P_LINK_NETRECV	0x20	/* a proxy may have received a SIMPLE
 					 * step in place: ptrsFifo[slot] says */
+#define MLAP2P_LINK_NOPULL	0x40	/* read_peer was refused: stop trying */
 
 /*
  * One end of a connection as the engines see it.  The callbacks belong to
@@ -171,6 +191,9 @@ struct mlap2p_link {
 	 * -EPERM or -ENOSYS when that is not allowed at all. */
 	int (*write_peer)(void *arg, uint64_t addr, const void *src,
 			  size_t bytes);
+	/* Receiver of an address offer: copy bytes from addr in the peer's
+	 * process to dst (process_vm_readv); 0 or -errno as write_peer. */
+	int (*read_peer)(void *arg, uint64_t addr, void *dst, size_t bytes);
 	/* MLAP2P_LINK_NETPTR: may the proxy send [buf, buf+bytes) in place
 	 * (it lies in one region the fabric registered)?  1 yes, 0 no: the
 	 * slots carry it.  Called once per SIMPLE send, when it starts. */
@@ -221,6 +244,9 @@ struct mlap2p_op {
 	char *peerBuf;			/* the peer's buffer, single copy */
 	uint64_t peerAddr;		/* or its address, MODE_REMOTE */
 	int offeredAddr;		/* this receiver offered an address */
+	int split;			/* MODE_REMOTE: the receiver may pull */
+	uint64_t steps;			/* payload steps of the message */
+	uint64_t pulled;		/* receiver: steps it pulled itself */
 };
 
 /* Per-protocol engines (lib/proto_ll.c, proto_ll128.c, proto_simple.c). */

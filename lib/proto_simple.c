@@ -90,6 +90,9 @@ int mlap2p_simple_start(struct mlap2p_op *op)
 	op->peerAddr = 0;
 	op->offeredAddr = 0;
 	op->landed = 0;
+	op->split = 0;
+	op->steps = op->left;
+	op->pulled = 0;
 	op->state = conn->ptrExchange ? SIMPLE_XCHG : SIMPLE_STEPS;
 	if (op->send && op->bytes && !conn->ptrExchange && conn->ptrsFifo &&
 	    (op->link->flags & MLAP2P_LINK_NETPTR) && op->link->reg &&
@@ -109,7 +112,9 @@ static int simple_offer(struct mlap2p_op *op)
 
 	if (__atomic_load_n(px, __ATOMIC_ACQUIRE))
 		return MLAP2P_OP_IDLE;	/* the last offer is not taken yet */
-	memset(x, 0, sizeof(*x));
+	/* Up to the tagged words, which the sender of the last message
+	 * may still read (and the tags tell messages apart anyway). */
+	memset(x, 0, offsetof(struct mlap2p_xchg, revoked));
 	x->step = op->first;
 	x->bytes = op->bytes;
 	if (op->bytes && !(link->flags & MLAP2P_LINK_NODIRECT)) {
@@ -128,6 +133,56 @@ static int simple_offer(struct mlap2p_op *op)
 		op->mode = op->send ? MLAP2P_MODE_READ : MLAP2P_MODE_WRITE;
 	__atomic_store_n(px, val, __ATOMIC_RELEASE);
 	op->state = SIMPLE_STEPS;
+	return MLAP2P_OP_MOVED;
+}
+
+/*
+ * Split: take the next step from the front (sender) or the back
+ * (receiver) of the message.  Its index from the message's first step, or
+ * -1 when every step is taken.
+ */
+static int64_t simple_take(struct mlap2p_op *op, int back)
+{
+	uint64_t *claim = &simple_xchg(op->link->conn)->claim;
+	uint64_t c = __atomic_load_n(claim, __ATOMIC_ACQUIRE);
+
+	for (;;) {
+		uint64_t front = c & 0xffffffffU, tail = c >> 32;
+
+		if (front + tail >= op->steps)
+			return -1;
+		if (__atomic_compare_exchange_n(claim, &c,
+						c + (back ? 1ULL << 32 : 1),
+						false, __ATOMIC_ACQ_REL,
+						__ATOMIC_ACQUIRE))
+			return back ? (int64_t)(op->steps - 1 - tail) :
+				      (int64_t)front;
+	}
+}
+
+/* Sender, offer taken: let the receiver take steps from the back. */
+static void simple_split_publish(struct mlap2p_op *op)
+{
+	struct mlap2p_xchg *x = simple_xchg(op->link->conn);
+
+	if (op->steps < 2)
+		return;
+	__atomic_store_n(&x->claim, 0, __ATOMIC_RELAXED);
+	__atomic_store_n(&x->src, (uintptr_t)op->buf, __ATOMIC_RELAXED);
+	__atomic_store_n(&x->split, op->first + 1, __ATOMIC_RELEASE);
+	op->split = 1;
+}
+
+/* Sender of a split message, nothing left to take: the rest was pulled. */
+static int simple_split_done(struct mlap2p_op *op)
+{
+	struct ncclConnInfo *conn = op->link->conn;
+
+	op->step = op->first + op->steps;
+	op->left = 0;
+	conn->step = op->step;
+	mlap2p_store_release(conn->tail, op->step);
+	op->state = SIMPLE_DRAIN;
 	return MLAP2P_OP_MOVED;
 }
 
@@ -163,6 +218,7 @@ static int simple_accept(struct mlap2p_op *op)
 			return MLAP2P_OP_IDLE;
 		if (link->write_peer && !(link->flags & MLAP2P_LINK_NOREMOTE)) {
 			op->mode = MLAP2P_MODE_REMOTE;
+			simple_split_publish(op);
 		} else {
 			op->mode = MLAP2P_MODE_REFUSED;
 		}
@@ -233,6 +289,8 @@ static int simple_send_steps(struct mlap2p_op *op)
 			return -ECANCELED;	/* the receiver gave up */
 		if (!mlap2p_has_credit(link, s))
 			return moved ? MLAP2P_OP_MOVED : MLAP2P_OP_IDLE;
+		if (op->split && simple_take(op, 0) < 0)
+			return simple_split_done(op);
 		if (op->mode == MLAP2P_MODE_REMOTE) {
 			int ret = link->write_peer(link->arg, op->peerAddr + op->off,
 						   op->buf + op->off, n);
@@ -280,6 +338,110 @@ static int simple_send_steps(struct mlap2p_op *op)
 	return MLAP2P_OP_DONE;
 }
 
+/*
+ * Receiver: may it read the sender's process?  One byte of the buffer the
+ * first step came from, before it takes any step it must then copy.
+ */
+static int simple_pull_ok(struct mlap2p_op *op)
+{
+	struct mlap2p_link *link = op->link;
+	char byte;
+	int ret;
+
+	if (!link->read_peer || (link->flags & MLAP2P_LINK_NOPULL))
+		return 0;
+	ret = link->read_peer(link->arg, op->peerAddr, &byte, 1);
+	if (ret == -EPERM || ret == -ENOSYS)
+		link->flags |= MLAP2P_LINK_NOPULL;
+	return !ret;
+}
+
+/* Receiver: has the sender split this message (it accepted our address)? */
+static int simple_split_seen(struct mlap2p_op *op)
+{
+	const struct mlap2p_xchg *x = simple_xchg(op->link->conn);
+
+	if (op->split)
+		return 1;
+	if (!op->offeredAddr || op->steps < 2 || op->step - op->first > 1 ||
+	    __atomic_load_n(&x->split, __ATOMIC_ACQUIRE) != op->first + 1)
+		return 0;
+	op->peerAddr = __atomic_load_n(&x->src, __ATOMIC_RELAXED);
+	op->split = 1 + simple_pull_ok(op);
+	return 1;
+}
+
+/* Receiver of a split message: step op->step from the front is in. */
+static void simple_split_next(struct mlap2p_op *op, size_t n)
+{
+	op->off += n;
+	op->step++;
+	op->left--;
+	mlap2p_store_release(op->link->conn->head, op->step);
+}
+
+/*
+ * Receiver of a split message: the steps from the front arrive as usual
+ * (sizesFifo, *tail), the ones from the back it copies itself, and it is
+ * done when all are taken, the front is in and *tail says the sender has
+ * stopped.
+ */
+static int simple_recv_split(struct mlap2p_op *op)
+{
+	struct mlap2p_link *link = op->link;
+	struct ncclConnInfo *conn = link->conn;
+	const int *sizes = simple_sizes(conn);
+	const uint64_t *claim = &simple_xchg(conn)->claim;
+	int moved = 0;
+
+	for (;;) {
+		uint64_t c = __atomic_load_n(claim, __ATOMIC_ACQUIRE);
+		uint64_t front = c & 0xffffffffU, s = op->step;
+		size_t n = mlap2p_min(op->bytes - op->off, op->perStep);
+		int copy = 0, size;
+		int64_t i;
+
+		if (s - op->first < front && mlap2p_has_data(link, s)) {
+			size = sizes[s % NCCL_STEPS];
+			if (size == (int)n) {	/* written in place */
+				simple_split_next(op, n);
+				moved = 1;
+				continue;
+			}
+			/* refused: the sender could not write to us */
+			if (size != ~(int)n)
+				return -EPROTO;
+			copy = 1;
+		}
+		/* Pull before copying out of a slot: that keeps both busy. */
+		if (op->split > 1 && (i = simple_take(op, 1)) >= 0) {
+			size_t at = (size_t)i * op->perStep;
+			int ret;
+
+			ret = link->read_peer(link->arg, op->peerAddr + at,
+					      op->buf + at,
+					      mlap2p_min(op->bytes - at,
+							 op->perStep));
+			if (ret)
+				return ret;
+			op->pulled++;
+			op->left--;
+			return MLAP2P_OP_MOVED;	/* one copy per call */
+		}
+		if (copy) {
+			memcpy(op->buf + op->off, simple_slot(op, s), n);
+			simple_split_next(op, n);
+			return MLAP2P_OP_MOVED;
+		}
+		if (op->left || !mlap2p_has_data(link, op->first + op->steps - 1))
+			return moved ? MLAP2P_OP_MOVED : MLAP2P_OP_IDLE;
+		op->step = op->first + op->steps;
+		conn->step = op->step;
+		mlap2p_store_release(conn->head, op->step);
+		return MLAP2P_OP_DONE;
+	}
+}
+
 static int simple_recv_steps(struct mlap2p_op *op)
 {
 	struct mlap2p_link *link = op->link;
@@ -287,6 +449,8 @@ static int simple_recv_steps(struct mlap2p_op *op)
 	const int *sizes = simple_sizes(conn);
 	int moved = 0;
 
+	if (simple_split_seen(op))
+		return simple_recv_split(op);
 	while (op->left) {
 		uint64_t s = op->step;
 		size_t n = mlap2p_min(op->bytes - op->off, op->perStep);
@@ -311,6 +475,8 @@ static int simple_recv_steps(struct mlap2p_op *op)
 		op->left--;
 		mlap2p_store_release(conn->head, op->step);
 		moved = 1;
+		if (op->off == n && simple_split_seen(op))
+			return simple_recv_split(op);
 		if (op->mode != MLAP2P_MODE_WRITE && op->left)
 			return MLAP2P_OP_MOVED;
 	}
@@ -332,11 +498,12 @@ int mlap2p_simple_progress(struct mlap2p_op *op)
 	case SIMPLE_STEPS:
 		return op->send ? simple_send_steps(op) : simple_recv_steps(op);
 	case SIMPLE_DRAIN:
-		/* Read mode: the receiver copies from our buffer until *head
-		 * catches up with the last step; NETPTR: the proxy sends from
-		 * it until then. */
+		/* Read mode and split: the receiver copies from our buffer
+		 * until *head catches up with the last step; NETPTR: the proxy
+		 * sends from it until then. */
 		if (mlap2p_load_acquire(op->link->conn->head) < op->step)
-			return MLAP2P_OP_IDLE;
+			return op->split && simple_revoked(op) ? -ECANCELED :
+			       MLAP2P_OP_IDLE;
 		op->link->head = op->step;
 		return MLAP2P_OP_DONE;
 	}

@@ -37,6 +37,9 @@ struct wire {
 	int writeErr;		/* what wire_write_peer answers */
 	int failAt;		/* ... only at this call (1-based); 0: at every */
 	int writes;		/* wire_write_peer calls */
+	int readErr;		/* what wire_read_peer answers */
+	int readFailAt;		/* ... only at this call (1-based); 0: at every */
+	int reads;		/* wire_read_peer calls */
 };
 
 /* The receiver offers any buffer by its address (as to another process). */
@@ -60,6 +63,18 @@ static int wire_write_peer(void *arg, uint64_t addr, const void *src,
 	if (w->writeErr && (!w->failAt || n == w->failAt))
 		return w->writeErr;
 	memcpy((void *)(uintptr_t)addr, src, bytes);
+	return 0;
+}
+
+/* process_vm_readv() as one process sees it: memcpy, or readErr. */
+static int wire_read_peer(void *arg, uint64_t addr, void *dst, size_t bytes)
+{
+	struct wire *w = arg;
+	int n = __atomic_add_fetch(&w->reads, 1, __ATOMIC_RELAXED);
+
+	if (w->readErr && (!w->readFailAt || n == w->readFailAt))
+		return w->readErr;
+	memcpy(dst, (const void *)(uintptr_t)addr, bytes);
 	return 0;
 }
 
@@ -952,6 +967,192 @@ TEST(addr_write_error_later_fails_send)
 	EXPECT_EQ(-ENOMEM, exchange(&w, src, dst, bytes));
 	EXPECT_EQ(1, w.writes);
 	EXPECT_EQ(0U, w.slink.flags & MLAP2P_LINK_NOREMOTE);
+	wire_fini(&w);
+	free(src);
+	free(dst);
+}
+
+/* ---- split: the receiver pulls from the back ---------------------------- */
+
+/* A wire offering by address on which the receiver may also pull. */
+static int split_wire(struct wire *w, int readErr, int readFailAt)
+{
+	int ret = wire_init(w, 8 * KiB, 16 * KiB, 4 * MiB, 0, 128 * KiB);
+
+	if (ret)
+		return ret;
+	wire_addr(w, 0);
+	w->rlink.read_peer = wire_read_peer;
+	w->readErr = readErr;
+	w->readFailAt = readFailAt;
+	return 0;
+}
+
+/*
+ * Each end takes one step per progress call, the sender from the front and
+ * the receiver from the back, so 9 steps split 5 + 4; the receiver reads
+ * one byte first to see it may.  Nothing goes through the slots.
+ */
+TEST(split_sender_front_receiver_back)
+{
+	const size_t bytes = MiB + 13;
+	char *src = malloc(bytes), *dst = malloc(bytes);
+	struct wire w;
+	int m;
+
+	ASSERT_NE(NULL, src);
+	ASSERT_NE(NULL, dst);
+	ASSERT_EQ(0, split_wire(&w, 0, 0));
+	for (m = 0; m < 2; m++) {
+		fill(src, bytes, 40 + m);
+		memset(dst, 0, bytes);
+		ASSERT_EQ(0, exchange(&w, src, dst, bytes)) TH_LOG("message %d", m);
+		EXPECT_EQ(0, count_wrong(dst, bytes, 40 + m));
+		EXPECT_EQ(5 * (m + 1), w.writes);
+		EXPECT_EQ(5 * (m + 1), w.reads);	/* 4 steps + the probe */
+		EXPECT_EQ((uint64_t)9 * (m + 1), w.rconn.step);
+		EXPECT_EQ(w.sconn.step, w.rconn.step);
+		EXPECT_EQ((uint64_t)9 * (m + 1), w.recvMem->tail);
+		EXPECT_EQ((uint64_t)9 * (m + 1), w.sendMem->head);
+	}
+	EXPECT_TRUE(all_zero(w.sconn.buffs[NCCL_PROTO_SIMPLE], 4 * MiB));
+	/* one step: nothing to split */
+	fill(src, 100 * KiB, 42);
+	ASSERT_EQ(0, exchange(&w, src, dst, 100 * KiB));
+	EXPECT_EQ(0, count_wrong(dst, 100 * KiB, 42));
+	EXPECT_EQ(11, w.writes);
+	EXPECT_EQ(10, w.reads);
+	wire_fini(&w);
+	free(src);
+	free(dst);
+}
+
+/*
+ * A receiver the kernel does not let read the sender (-EPERM at the probe)
+ * takes no step and never tries again; the sender writes them all.
+ */
+TEST(split_pull_refused_sender_writes_all)
+{
+	const size_t bytes = MiB;
+	char *src = malloc(bytes), *dst = malloc(bytes);
+	struct wire w;
+	int m;
+
+	ASSERT_NE(NULL, src);
+	ASSERT_NE(NULL, dst);
+	ASSERT_EQ(0, split_wire(&w, -EPERM, 0));
+	for (m = 0; m < 2; m++) {
+		fill(src, bytes, 50 + m);
+		memset(dst, 0, bytes);
+		ASSERT_EQ(0, exchange(&w, src, dst, bytes)) TH_LOG("message %d", m);
+		EXPECT_EQ(0, count_wrong(dst, bytes, 50 + m));
+		EXPECT_EQ(8 * (m + 1), w.writes);
+		EXPECT_EQ(1, w.reads);
+		EXPECT_EQ(MLAP2P_LINK_NOPULL,
+			  w.rlink.flags & MLAP2P_LINK_NOPULL);
+	}
+	wire_fini(&w);
+	/* -EFAULT at the probe (a buffer it cannot read): this message only */
+	ASSERT_EQ(0, split_wire(&w, -EFAULT, 1));
+	fill(src, bytes, 52);
+	ASSERT_EQ(0, exchange(&w, src, dst, bytes));
+	EXPECT_EQ(0, count_wrong(dst, bytes, 52));
+	EXPECT_EQ(8, w.writes);
+	EXPECT_EQ(0U, w.rlink.flags & MLAP2P_LINK_NOPULL);
+	fill(src, bytes, 53);
+	ASSERT_EQ(0, exchange(&w, src, dst, bytes));
+	EXPECT_EQ(0, count_wrong(dst, bytes, 53));
+	EXPECT_EQ(12, w.writes);
+	EXPECT_EQ(6, w.reads);
+	wire_fini(&w);
+	free(src);
+	free(dst);
+}
+
+/*
+ * The sender may not write into the receiver (-EPERM on its first step):
+ * its steps go through the slots (sizes ~n), the receiver still pulls the
+ * back half, and the bytes arrive exact.
+ */
+TEST(split_write_refused_front_through_slots)
+{
+	const size_t bytes = MiB + 13;
+	char *src = malloc(bytes), *dst = malloc(bytes);
+	struct wire w;
+
+	ASSERT_NE(NULL, src);
+	ASSERT_NE(NULL, dst);
+	ASSERT_EQ(0, split_wire(&w, 0, 0));
+	w.writeErr = -EPERM;
+	fill(src, bytes, 60);
+	memset(dst, 0, bytes);
+	ASSERT_EQ(0, exchange(&w, src, dst, bytes));
+	EXPECT_EQ(0, count_wrong(dst, bytes, 60));
+	EXPECT_EQ(1, w.writes);
+	EXPECT_EQ(5, w.reads);
+	EXPECT_EQ(MLAP2P_LINK_NOREMOTE, w.slink.flags & MLAP2P_LINK_NOREMOTE);
+	EXPECT_FALSE(all_zero(w.sconn.buffs[NCCL_PROTO_SIMPLE], 4 * MiB));
+	EXPECT_EQ((uint64_t)9, w.rconn.step);
+	/* refused from the start: no split, the slots carry it all */
+	fill(src, bytes, 61);
+	ASSERT_EQ(0, exchange(&w, src, dst, bytes));
+	EXPECT_EQ(0, count_wrong(dst, bytes, 61));
+	EXPECT_EQ(1, w.writes);
+	EXPECT_EQ(5, w.reads);
+	EXPECT_EQ((uint64_t)18, w.rconn.step);
+	wire_fini(&w);
+	free(src);
+	free(dst);
+}
+
+/* A pull that fails after the probe is the receive's error. */
+TEST(split_pull_error_fails_receive)
+{
+	const size_t bytes = MiB;
+	char *src = calloc(1, bytes), *dst = calloc(1, bytes);
+	struct wire w;
+
+	ASSERT_NE(NULL, src);
+	ASSERT_NE(NULL, dst);
+	ASSERT_EQ(0, split_wire(&w, -ECONNRESET, 2));
+	EXPECT_EQ(-ECONNRESET, exchange(&w, src, dst, bytes));
+	EXPECT_EQ(2, w.reads);
+	wire_fini(&w);
+	free(src);
+	free(dst);
+}
+
+/*
+ * The sender has taken every step the receiver did not and waits for it
+ * to finish reading; a receiver that gives up instead releases it (-ECANCELED), and
+ * its withdrawal holds at once: nothing more can be written.
+ */
+TEST(split_drain_ends_on_revoke)
+{
+	const size_t bytes = MiB;
+	char *src = calloc(1, bytes), *dst = calloc(1, bytes);
+	struct mlap2p_op r, snd;
+	struct wire w;
+	int i;
+
+	ASSERT_NE(NULL, src);
+	ASSERT_NE(NULL, dst);
+	ASSERT_EQ(0, addr_pair(&w, &r, &snd, src, dst, bytes, 128 * KiB));
+	w.rlink.read_peer = wire_read_peer;
+	ASSERT_EQ(0, mlap2p_op_start(&snd));
+	ASSERT_EQ(MLAP2P_OP_MOVED, mlap2p_op_progress(&snd));	/* step 0 */
+	EXPECT_EQ(1, snd.split);
+	ASSERT_EQ(MLAP2P_OP_MOVED, mlap2p_op_progress(&r));	/* pulls 7 */
+	EXPECT_EQ(2, w.reads);
+	for (i = 1; i < 7; i++)
+		ASSERT_EQ(MLAP2P_OP_MOVED, mlap2p_op_progress(&snd));
+	EXPECT_EQ(7, w.writes);
+	ASSERT_EQ(MLAP2P_OP_MOVED, mlap2p_op_progress(&snd));	/* all taken */
+	EXPECT_EQ(MLAP2P_OP_IDLE, mlap2p_op_progress(&snd));	/* drains */
+	EXPECT_EQ(1, mlap2p_simple_revoke(&r));
+	EXPECT_EQ(-ECANCELED, mlap2p_op_progress(&snd));
+	EXPECT_EQ(7, w.writes);
+	EXPECT_EQ(2, w.reads);
 	wire_fini(&w);
 	free(src);
 	free(dst);
