@@ -461,6 +461,7 @@ _Static_assert(MAXCHANNELS <= 32, "5 bits of channel in the tag");
 
 #define NET_HB_RECVS		4	/* heartbeat receives kept posted */
 #define NET_CQ_BATCH		16
+#define NET_RELAND_MIN		(32UL << 10)	/* net_reland(): bytes of a step */
 
 enum net_req_kind {
 	NET_REQ_SEND = 1,
@@ -477,6 +478,7 @@ struct net_req {
 	uint64_t step;
 	int kind;
 	int cancelled;			/* by mlap2p_net_unland() */
+	int reland;			/* by mlap2p_net_land(): post again */
 };
 
 /*
@@ -598,6 +600,7 @@ struct ncclProxyArgs {
 	char *landed[NCCL_STEPS];	/* recv: where the receive was posted,
 					 * NULL for the slot */
 	struct net_req *rreq[NCCL_STEPS];	/* recv: posted, not complete */
+	uint8_t repost[NCCL_STEPS];	/* recv: cancelled to land: post again */
 	uint8_t complete[NCCL_STEPS];
 	uint8_t rproto[NCCL_STEPS];
 	uint32_t rlen[NCCL_STEPS];
@@ -867,6 +870,7 @@ static ncclResult_t netAllocRequest(struct ncclComm *comm, void **request)
 	r->step = 0;
 	r->kind = 0;
 	r->cancelled = 0;
+	r->reland = 0;
 	*request = r;
 	return ncclSuccess;
 }
@@ -1269,67 +1273,93 @@ static char *net_landing(struct ncclProxyArgs *a, uint64_t s, size_t *len)
 	return *len ? a->winBuf + off : NULL;
 }
 
-/* The receive side's proxy slot: keep a receive posted per free slot. */
+/*
+ * Post the receive of step @s: into the receive buffer if it lands there
+ * (net_landing), else into its slot.  0, 1 when the provider is full (try
+ * again later) or -errno (the connection is broken).
+ */
+static int net_recv_post(struct ncclProxyArgs *a, uint64_t s)
+{
+	struct net_comm *nc = a->nc;
+	uint64_t tag = a->tagBase | NET_TAG(0, 0, 0, 0, s);
+	void *desc[2] = { a->desc, a->desc };
+	struct iovec iov[2];
+	struct net_req *r;
+	size_t cnt = 0, landLen;
+	char *land;
+	ssize_t rc;
+
+	if (a->slot[NCCL_PROTO_SIMPLE]) {
+		iov[cnt].iov_base = net_slot(a, NCCL_PROTO_SIMPLE, s);
+		iov[cnt++].iov_len = a->slot[NCCL_PROTO_SIMPLE];
+	}
+	if (a->auxStep) {
+		iov[cnt].iov_base = a->aux + (s % NCCL_STEPS) * a->auxStep;
+		iov[cnt++].iov_len = a->auxStep;
+	}
+	land = net_landing(a, s, &landLen);
+	r = net_req_get(a, NET_REQ_RECV, s);
+	if (!r)
+		return -ENOMEM;
+	if (land)
+		rc = fi_trecv(nc->ep, land, landLen, NULL, FI_ADDR_UNSPEC, tag,
+			      NET_IGNORE_PROTO, &r->ctx);
+	else if (cnt == 1)
+		rc = fi_trecv(nc->ep, iov[0].iov_base, iov[0].iov_len,
+			      a->desc, FI_ADDR_UNSPEC, tag, NET_IGNORE_PROTO,
+			      &r->ctx);
+	else
+		rc = fi_trecvv(nc->ep, iov, desc, cnt, FI_ADDR_UNSPEC, tag,
+			       NET_IGNORE_PROTO, &r->ctx);
+	if (rc == -FI_EAGAIN) {
+		net_req_put(a, r);
+		return 1;
+	}
+	if (rc) {
+		net_req_put(a, r);
+		a->err = net_errno(rc);
+		net_peer_fail(nc, a->peer, -ECONNRESET,
+			      "fi_trecv on channel %d: %s", a->channel,
+			      net_strerror((int)rc));
+		return a->err;
+	}
+	a->landed[s % NCCL_STEPS] = land;
+	a->rreq[s % NCCL_STEPS] = r;
+	a->moved = 1;
+	return 0;
+}
+
+
 static ncclResult_t netRecvProxy(struct ncclProxyArgs *a)
 {
 	struct net_comm *nc = a->nc;
-	uint64_t head;
+	uint64_t head, s;
+	int ret;
 
 	a->moved = 0;
 	net_recv_deliver(a);
 	if (a->err || nc->peers[a->peer].err)
 		return ncclSuccess;
+	/* Receives mlap2p_net_land() took back from their slots. */
+	for (s = a->done; s < a->posted; s++) {
+		if (!a->repost[s % NCCL_STEPS])
+			continue;
+		ret = net_recv_post(a, s);
+		if (ret < 0)
+			return ncclSystemError;
+		if (ret)
+			return ncclSuccess;
+		a->repost[s % NCCL_STEPS] = 0;
+	}
 	head = __atomic_load_n(&a->sendMem->head, __ATOMIC_ACQUIRE);
 	while (a->posted < head + NCCL_STEPS &&
 	       a->posted < a->done + (uint64_t)nc->rxDepth) {
-		uint64_t s = a->posted;
-		uint64_t tag = a->tagBase | NET_TAG(0, 0, 0, 0, s);
-		void *desc[2] = { a->desc, a->desc };
-		struct iovec iov[2];
-		struct net_req *r;
-		size_t cnt = 0, landLen;
-		char *land;
-		ssize_t rc;
-
-		if (a->slot[NCCL_PROTO_SIMPLE]) {
-			iov[cnt].iov_base = net_slot(a, NCCL_PROTO_SIMPLE, s);
-			iov[cnt++].iov_len = a->slot[NCCL_PROTO_SIMPLE];
-		}
-		if (a->auxStep) {
-			iov[cnt].iov_base = a->aux + (s % NCCL_STEPS) * a->auxStep;
-			iov[cnt++].iov_len = a->auxStep;
-		}
-		land = net_landing(a, s, &landLen);
-		r = net_req_get(a, NET_REQ_RECV, s);
-		if (!r)
+		ret = net_recv_post(a, a->posted);
+		if (ret < 0)
 			return ncclSystemError;
-		if (land)
-			rc = fi_trecv(nc->ep, land, landLen, NULL,
-				      FI_ADDR_UNSPEC, tag, NET_IGNORE_PROTO,
-				      &r->ctx);
-		else if (cnt == 1)
-			rc = fi_trecv(nc->ep, iov[0].iov_base, iov[0].iov_len,
-				      a->desc, FI_ADDR_UNSPEC, tag,
-				      NET_IGNORE_PROTO, &r->ctx);
-		else
-			rc = fi_trecvv(nc->ep, iov, desc, cnt, FI_ADDR_UNSPEC,
-				       tag, NET_IGNORE_PROTO, &r->ctx);
-		if (rc == -FI_EAGAIN) {
-			net_req_put(a, r);
+		if (ret)
 			break;
-		}
-		if (rc) {
-			net_req_put(a, r);
-			a->err = net_errno(rc);
-			net_peer_fail(nc, a->peer, -ECONNRESET,
-				      "fi_trecv on channel %d: %s", a->channel,
-				      net_strerror((int)rc));
-			return ncclSystemError;
-		}
-		a->landed[s % NCCL_STEPS] = land;
-		a->rreq[s % NCCL_STEPS] = r;
-		a->posted = s + 1;
-		a->moved = 1;
+		a->posted++;
 	}
 	return ncclSuccess;
 }
@@ -1431,14 +1461,20 @@ static int net_poll_cq(struct net_comm *nc)
 			return 1;
 		}
 		/*
-		 * Only mlap2p_net_unland() cancels requests (receives into a
-		 * buffer its receiver gave up); one the provider cancelled
+		 * Only mlap2p_net_unland() cancels requests for good
+		 * (receives into a buffer its receiver gave up), and
+		 * mlap2p_net_land() to post them again in place; one the
+		 * provider cancelled
 		 * while the communicator runs is a lost step, and waiting on
 		 * it would hang both ends with every heartbeat fine.
 		 */
 		if (r->cancelled) {	/* mlap2p_net_unland(): step lost */
 			if (!r->args->err)
 				r->args->err = -ECANCELED;
+		} else if (r->reland && err.err == FI_ECANCELED) {
+			/* mlap2p_net_land(): post it where it lands */
+			r->args->repost[r->step % NCCL_STEPS] = 1;
+			r->args->moved = 1;
 		} else if (err.err != FI_ECANCELED ||
 			   !__atomic_load_n(&nc->stop, __ATOMIC_ACQUIRE)) {
 			fi_cq_strerror(nc->cq, err.prov_errno, err.err_data,
@@ -1654,6 +1690,32 @@ int mlap2p_net_reg_cached(struct ncclConnector *c, const void *buf,
  * NET receive connector, or the provider needs descriptors for receive
  * buffers).
  */
+/*
+ * The steps of a new landing window already posted into their slots (a
+ * short message's, all of them): cancel those receives, and post each
+ * again into the buffer once the provider confirms the cancel
+ * (net_poll_cq, netRecvProxy); one that matched its message first
+ * completes into the slot as usual.  Only for steps long enough that the
+ * copy it saves costs more than the cancel (NET_RELAND_MIN).
+ */
+static void net_reland(struct ncclProxyArgs *a)
+{
+	uint64_t s;
+
+	for (s = a->done; s < a->posted; s++) {
+		int slot = (int)(s % NCCL_STEPS);
+		struct net_req *r = a->rreq[slot];
+		size_t len;
+
+		if (!r || r->cancelled || r->reland || a->landed[slot] ||
+		    a->complete[slot] || !net_landing(a, s, &len) ||
+		    len < NET_RELAND_MIN)
+			continue;
+		r->reland = 1;
+		fi_cancel(&a->nc->ep->fid, &r->ctx);
+	}
+}
+
 int mlap2p_net_land(struct ncclConnector *c, char *buf, uint64_t first,
 		    uint64_t steps, size_t perStep, size_t bytes)
 {
@@ -1667,6 +1729,7 @@ int mlap2p_net_land(struct ncclConnector *c, char *buf, uint64_t first,
 	a->winPer = perStep;
 	a->winBytes = bytes;
 	a->winBuf = buf;
+	net_reland(a);
 	net_unlock(a->nc);
 	return 1;
 }

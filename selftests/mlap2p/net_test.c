@@ -583,6 +583,100 @@ TEST_F_TIMEOUT(net, no_single_copy_receives_in_slots, 120)
 	ASSERT_EQ(0, lt_run_threads(2, cores, land_rank, &a, ranks));
 }
 
+struct reland_arg {
+	int posted;		/* rank 1's receive has started */
+};
+
+/*
+ * A message of at most NCCL_STEPS steps: the proxy posted all of its
+ * receives into the slots before the receive started (right after
+ * connect), and mlap2p_net_land() takes them back and posts them again
+ * in the buffer.  Rank 0 sends only once rank 1's receive has started,
+ * so no step can have matched its slot receive first: every one of the
+ * 4 steps of 128 KiB must name its place in the buffer in ptrsFifo.
+ */
+static int reland_rank(struct lt_rank *r)
+{
+	struct reland_arg *a = r->arg;
+	const size_t n = 512 << 10, chunk = 128 << 10;
+	unsigned char *buf = malloc(n);
+	struct mlap2p_request *req;
+	struct mlap2p_conn_desc d;
+	int prev, next, ret = 0, i;
+	uint64_t first, s;
+	size_t j;
+
+	if (lt_init(r)) {
+		free(buf);
+		return 1;
+	}
+	if (!buf || mlap2p_connect_ring(r->comm, 1) ||
+	    mlap2p_ring_get(r->comm, 0, NULL, &prev, &next) ||
+	    mlap2p_conn_get(r->comm, 0, prev, MLAP2P_DIR_RECV, &d) ||
+	    d.path != MLAP2P_PATH_NET ||
+	    mlap2p_set_proto(r->comm, MLAP2P_PROTO_SIMPLE) ||
+	    (size_t)d.buff_sizes[MLAP2P_PROTO_SIMPLE] / NCCL_STEPS < chunk) {
+		ret = 2;
+		goto out;
+	}
+	if (r->rank == 0) {
+		for (i = 0; i < 30000 && !__atomic_load_n(&a->posted,
+							  __ATOMIC_ACQUIRE); i++)
+			usleep(1000);
+		for (j = 0; j < n; j++)
+			buf[j] = pat(0, j, n, 7);
+		if (mlap2p_send(r->comm, buf, n, next))
+			ret = 3;
+		goto out;
+	}
+	usleep(100000);		/* the proxy posts the slots meanwhile */
+	memset(buf, 0x5a, n);
+	first = d.host->conn.step;
+	if (mlap2p_irecv(r->comm, buf, n, prev, &req)) {
+		ret = 4;
+		goto out;
+	}
+	__atomic_store_n(&a->posted, 1, __ATOMIC_RELEASE);
+	if (mlap2p_request_wait(&req)) {
+		snprintf(r->msg, sizeof(r->msg), "%s", mlap2p_last_error());
+		ret = 5;
+		goto out;
+	}
+	for (j = 0; j < n && !ret; j++)
+		if (buf[j] != pat(0, j, n, 7))
+			ret = 6;
+	for (s = first; !ret && s < first + n / chunk; s++) {
+		void *got = d.host->conn.ptrsFifo[s % NCCL_STEPS];
+		void *want = buf + (s - first) * chunk;
+
+		if (got != want) {
+			snprintf(r->msg, sizeof(r->msg),
+				 "step %llu landed at %p, want %p",
+				 (unsigned long long)(s - first), got, want);
+			ret = 7;
+		}
+	}
+out:
+	free(buf);
+	if (mlap2p_comm_destroy(r->comm) && !ret)
+		ret = 8;
+	return ret;
+}
+
+TEST_F_TIMEOUT(net, short_receive_relands_in_place, 120)
+{
+	static const int cores[2] = { 0, 1 };
+	struct reland_arg a = { .posted = 0 };
+	struct lt_rank ranks[2];
+
+	SKIPPED_IN_SETUP();
+
+	setenv("NCCL_P2P_DISABLE", "1", 1);
+	setenv("NCCL_BUFFSIZE", "1M", 1);	/* slots of 128 KiB */
+	setenv("MLAP2P_CHUNKSIZE", "131072", 1);
+	ASSERT_EQ(0, lt_run_threads(2, cores, reland_rank, &a, ranks));
+}
+
 struct abort_land_arg {
 	int stage;		/* 1: rank 1 aborted, 2: rank 0 sent again */
 };
