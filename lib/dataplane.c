@@ -841,8 +841,9 @@ static int dp_check(struct dp *dp)
 		return 0;
 	dp->nextLive = now + dp->liveEveryMs;
 	for (k = dp->active; k; k = k->activeNext) {
-		int peer = k->l.peer, ret;
+		int peer = k->l.peer, ret, proto;
 		const char *what;
+		size_t bytes;
 
 		if (!k->qhead)
 			continue;
@@ -850,22 +851,24 @@ static int dp_check(struct dp *dp)
 		if (!ret)
 			continue;
 		what = k->qhead->send ? "a send to" : "a receive from";
-		if (ret == -ESRCH)
-			WARN("rank %d: peer rank %d (pid %d) died; %s it failed (%zu bytes, %s, channel %d)",
-			     comm->rank, peer, comm->peerInfo[peer].pid, what,
-			     k->qhead->bytes, mlap2p_proto_name(k->qhead->proto),
-			     k->l.channel);
-		else	/* NET: the peer may live, but nothing reaches it */
-			WARN("rank %d: the network path to peer rank %d failed (%s); %s it failed (%zu bytes, %s, channel %d)",
-			     comm->rank, peer, strerror(-ret), what,
-			     k->qhead->bytes, mlap2p_proto_name(k->qhead->proto),
-			     k->l.channel);
+		bytes = k->qhead->bytes;
+		proto = k->qhead->proto;
 		mlap2p_comm_set_error(comm, -ECONNRESET);
 		dp_fail_link(k, -ECONNRESET);
 		/* Anything else queued for that rank fails too. */
 		if (dp->links[2 * peer + !k->conn->send])
 			dp_fail_link(dp->links[2 * peer + !k->conn->send],
 				     -ECONNRESET);
+		/* Last, so that it is the error the caller reads, after
+		 * what failing the ops had to say (dp_unland). */
+		if (ret == -ESRCH)
+			WARN("rank %d: peer rank %d (pid %d) died; %s it failed (%zu bytes, %s, channel %d)",
+			     comm->rank, peer, comm->peerInfo[peer].pid, what,
+			     bytes, mlap2p_proto_name(proto), k->l.channel);
+		else	/* NET: the peer may live, but nothing reaches it */
+			WARN("rank %d: the network path to peer rank %d failed (%s); %s it failed (%zu bytes, %s, channel %d)",
+			     comm->rank, peer, strerror(-ret), what, bytes,
+			     mlap2p_proto_name(proto), k->l.channel);
 		failed = 1;
 	}
 	if (failed) {	/* drop emptied links from the active list */
