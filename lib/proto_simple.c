@@ -359,12 +359,15 @@ static int simple_pull_ok(struct mlap2p_op *op)
 /* Receiver: has the sender split this message (it accepted our address)? */
 static int simple_split_seen(struct mlap2p_op *op)
 {
-	const struct mlap2p_xchg *x = simple_xchg(op->link->conn);
+	const struct mlap2p_xchg *x;
 
 	if (op->split)
 		return 1;
-	if (!op->offeredAddr || op->steps < 2 || op->step - op->first > 1 ||
-	    __atomic_load_n(&x->split, __ATOMIC_ACQUIRE) != op->first + 1)
+	/* (no offer, no descriptor: NET links have no ptrExchange) */
+	if (!op->offeredAddr || op->steps < 2 || op->step - op->first > 1)
+		return 0;
+	x = simple_xchg(op->link->conn);
+	if (__atomic_load_n(&x->split, __ATOMIC_ACQUIRE) != op->first + 1)
 		return 0;
 	op->peerAddr = __atomic_load_n(&x->src, __ATOMIC_RELAXED);
 	op->split = 1 + simple_pull_ok(op);
