@@ -32,9 +32,10 @@
 #include "proto.h"
 
 /* Defaults; docs/performance.md has the measurements behind them. */
-#define DP_LL_MAX		32UL		/* LL up to this many bytes */
+#define DP_LL_MAX		64UL		/* LL up to this many bytes */
 #define DP_LL128_MAX		(4UL << 10)	/* then LL128 up to this */
 #define DP_CHUNK		(128UL << 10)	/* SIMPLE bytes per step */
+#define DP_SMALL_MAX		MLAP2P_LL128_SMALL	/* dp_small() up to this */
 #define DP_PEER_TIMEOUT_MS	5000
 #define DP_MAX_COMMS		64		/* for the dump signal */
 
@@ -55,7 +56,8 @@ struct dp_link {
 	int pidfd;			/* the peer's process, or -1 */
 	uint64_t cmaNext;		/* where the message's next step goes */
 	unsigned int usable;		/* protocols these buffers carry */
-	int small;			/* dp_small() may carry LL here */
+	int small;			/* dp_small() may carry 1: LL, 2: LL128 */
+	size_t ll128Small;		/* ... LL128 messages up to this */
 };
 
 struct dp {
@@ -547,12 +549,22 @@ static struct dp_link *dp_link(struct dp *dp, int peer, int send, int *err,
 	for (p = 0; p < NCCL_NUM_PROTOCOLS; p++)
 		if (mlap2p_proto_step_bytes(&k->l, p))
 			k->usable |= 1U << p;
-	/* LL usable, no proxy, and a buffer mlap2p_ll_start() accepts. */
-	k->small = (k->usable & dp->protoMask & 1) &&
-		   conn->mode != MLAP2P_CONN_NET &&
-		   k->l.conn->buffs[NCCL_PROTO_LL] &&
-		   !((uintptr_t)k->l.conn->buffs[NCCL_PROTO_LL] &
-		     (MLAP2P_LL_LINE - 1));
+	/* dp_small(): LL and LL128 (bits 0 and 1) usable, no proxy, buffers
+	 * mlap2p_ll_start() and mlap2p_ll128_start() accept. */
+	if (conn->mode != MLAP2P_CONN_NET) {
+		char *ll = k->l.conn->buffs[NCCL_PROTO_LL];
+		char *ll128 = k->l.conn->buffs[NCCL_PROTO_LL128];
+
+		if ((k->usable & dp->protoMask & 1) && ll &&
+		    !((uintptr_t)ll & (MLAP2P_LL_LINE - 1)))
+			k->small |= 1;
+		if ((k->usable & dp->protoMask & 2) && ll128 &&
+		    !((uintptr_t)ll128 & 7))
+			k->small |= 2;
+		k->ll128Small = mlap2p_min(MLAP2P_LL128_SMALL,
+					   mlap2p_proto_step_bytes(&k->l,
+								   NCCL_PROTO_LL128));
+	}
 	*slot = k;
 	return k;
 }
@@ -1090,8 +1102,8 @@ static int dp_blocking(struct mlap2p_comm *api, int send, void *buf,
 }
 
 /*
- * The latency path: a blocking LL message of a few lines on an idle link
- * of a connected peer moves here, without a request, a queue or a pass
+ * The latency path: a blocking LL or LL128 message of a few lines (at
+ * most MLAP2P_LL_SMALL, MLAP2P_LL128_SMALL bytes) on an idle P2P link of a connected peer moves here, without a request, a queue or a pass
  * over the active links.  1 if it did; 0 sends everything else (no credit,
  * a receive not there within the tight spin, any error) to dp_blocking(),
  * which does the same the long way and owns the abort, liveness and error
@@ -1104,28 +1116,36 @@ static int dp_small(struct mlap2p_comm *api, int send, void *buf,
 	struct dp_link *k;
 	struct dp *dp;
 	uint32_t n, polls;
-	int done;
+	int done, ll, proto;
 
-	if (!api || group_depth || bytes > MLAP2P_LL_SMALL || (!buf && bytes))
+	if (!api || group_depth || bytes > DP_SMALL_MAX || (!buf && bytes))
 		return 0;
 	comm = mlap2p_nccl(api);
 	dp = comm->dp;
 	if (!dp || peer < 0 || peer >= comm->nRanks)
 		return 0;
-	/* Only what dp_pick() would give LL: mlap2p_set_proto() may change. */
-	if (dp->proto == MLAP2P_PROTO_AUTO ? bytes > dp->llMax :
-	    dp->proto != NCCL_PROTO_LL)
-		return 0;
 	k = dp->links[2 * peer + send];
-	if (!k || !k->small || k->qhead || k->err || dp_in(dp))
+	if (!k || !k->small || k->qhead || k->err)
+		return 0;
+	/* What dp_pick() gives it: mlap2p_set_proto() may change. */
+	proto = dp_pick(dp, k, bytes);
+	ll = proto == NCCL_PROTO_LL;
+	if (ll ? bytes > MLAP2P_LL_SMALL || !(k->small & 1) :
+	    proto != NCCL_PROTO_LL128 || bytes > k->ll128Small ||
+	    !(k->small & 2))
+		return 0;
+	if (dp_in(dp))
 		return 0;
 	if (send) {
-		done = mlap2p_ll_send_small(&k->l, buf, bytes);
+		done = ll ? mlap2p_ll_send_small(&k->l, buf, bytes) :
+			    mlap2p_ll128_send_small(&k->l, buf, bytes);
 	} else {
 		/* Tight polls, the abort flag every 256 of them. */
 		polls = dp->spinTight < 256 ? dp->spinTight : 256;
-		for (n = polls; !(done = mlap2p_ll_recv_small(&k->l, buf, bytes,
-							      polls)); n += polls)
+		for (n = polls; !(done = ll ?
+				  mlap2p_ll_recv_small(&k->l, buf, bytes, polls) :
+				  mlap2p_ll128_recv_small(&k->l, buf, bytes,
+							  polls)); n += polls)
 			if (n >= dp->spinTight || mlap2p_comm_aborted(comm))
 				break;
 	}

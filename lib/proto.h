@@ -289,6 +289,14 @@ int mlap2p_ll128_watch(const struct mlap2p_op *op, struct mlap2p_watch *x);
 int mlap2p_ll_send_small(struct mlap2p_link *link, const void *buf, size_t n);
 int mlap2p_ll_recv_small(struct mlap2p_link *link, void *buf, size_t n,
 			 uint32_t polls);
+/* The same for LL128 messages of at most MLAP2P_LL128_SMALL bytes (one
+ * group of lines: longer ones stream better through the op engine) that
+ * fit one step. */
+#define MLAP2P_LL128_SMALL	480
+int mlap2p_ll128_send_small(struct mlap2p_link *link, const void *buf,
+			    size_t n);
+int mlap2p_ll128_recv_small(struct mlap2p_link *link, void *buf, size_t n,
+			    uint32_t polls);
 
 /* 1 and *x filled when op is a receive that can be watched so, else 0. */
 static inline int mlap2p_op_watch(const struct mlap2p_op *op,
@@ -365,6 +373,19 @@ static inline int mlap2p_has_credit(struct mlap2p_link *link, uint64_t s)
 		return 1;
 	link->head = mlap2p_load_acquire(link->conn->head);
 	return link->head + NCCL_STEPS >= s + 1;
+}
+
+/*
+ * The latency path's sender, step @s written: move on, and if the next
+ * step would have to reload *head (a line the receiver writes), load it
+ * now, while the caller goes on to wait anyway, not on the next
+ * message's path.
+ */
+static inline void mlap2p_small_sent(struct mlap2p_link *link, uint64_t s)
+{
+	link->conn->step = s + 1;
+	if (link->head + NCCL_STEPS < s + 2)
+		link->head = mlap2p_load_acquire(link->conn->head);
 }
 
 /* Receiver: has step s arrived (SIMPLE)? */

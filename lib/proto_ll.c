@@ -235,12 +235,7 @@ int mlap2p_ll_send_small(struct mlap2p_link *link, const void *buf, size_t n)
 		return 0;
 	/* no proxy reads sizesFifo: P2P only */
 	ll_write(ll_slot(link, s), buf, n, flag);
-	conn->step = s + 1;
-	/* The next step would have to reload *head, a line the receiver
-	 * writes: load it now, while the caller goes on to wait anyway,
-	 * rather than on the next message's path. */
-	if (link->head + NCCL_STEPS < s + 2)
-		link->head = mlap2p_load_acquire(conn->head);
+	mlap2p_small_sent(link, s);
 	return 1;
 }
 

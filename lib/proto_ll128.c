@@ -52,6 +52,29 @@ int mlap2p_ll128_start(struct mlap2p_op *op)
 	return 0;
 }
 
+/* One step of n bytes into its lines: each line's payload, then its flag
+ * with release. */
+static void ll128_write(uint64_t *line, const char *src, size_t n,
+			uint64_t flag)
+{
+	size_t full = n / MLAP2P_LL128_PAYLOAD, i;
+
+	for (i = 0; i < full; i++) {
+		memcpy(line, src + i * MLAP2P_LL128_PAYLOAD,
+		       MLAP2P_LL128_PAYLOAD);
+		__atomic_store_n(&line[MLAP2P_LL128_FLAG_WORD], flag,
+				 __ATOMIC_RELEASE);
+		line += MLAP2P_LL128_LINE / sizeof(*line);
+	}
+	if (n % MLAP2P_LL128_PAYLOAD || !n) {	/* a short last line */
+		if (n)
+			memcpy(line, src + i * MLAP2P_LL128_PAYLOAD,
+			       n % MLAP2P_LL128_PAYLOAD);
+		__atomic_store_n(&line[MLAP2P_LL128_FLAG_WORD], flag,
+				 __ATOMIC_RELEASE);
+	}
+}
+
 static int ll128_send(struct mlap2p_op *op)
 {
 	struct mlap2p_link *link = op->link;
@@ -61,9 +84,6 @@ static int ll128_send(struct mlap2p_op *op)
 	while (op->left) {
 		uint64_t s = op->step;
 		size_t n = mlap2p_min(op->bytes - op->off, op->perStep);
-		size_t full = n / MLAP2P_LL128_PAYLOAD, i;
-		const char *src = op->buf + op->off;
-		uint64_t *line;
 
 		if (!mlap2p_has_credit(link, s))
 			return moved ? MLAP2P_OP_MOVED : MLAP2P_OP_IDLE;
@@ -73,20 +93,7 @@ static int ll128_send(struct mlap2p_op *op)
 		if (conn->sizesFifo)
 			__atomic_store_n(&conn->sizesFifo[s % NCCL_STEPS], (int)n,
 					 __ATOMIC_RELAXED);
-		line = ll128_slot(link, s);
-		for (i = 0; i < full; i++) {
-			memcpy(line, src + i * MLAP2P_LL128_PAYLOAD,
-			       MLAP2P_LL128_PAYLOAD);
-			__atomic_store_n(&line[MLAP2P_LL128_FLAG_WORD], s + 1,
-					 __ATOMIC_RELEASE);
-			line += MLAP2P_LL128_LINE / sizeof(*line);
-		}
-		if (n % MLAP2P_LL128_PAYLOAD || !n) {	/* a short last line */
-			memcpy(line, src + i * MLAP2P_LL128_PAYLOAD,
-			       n % MLAP2P_LL128_PAYLOAD);
-			__atomic_store_n(&line[MLAP2P_LL128_FLAG_WORD], s + 1,
-					 __ATOMIC_RELEASE);
-		}
+		ll128_write(ll128_slot(link, s), op->buf + op->off, n, s + 1);
 		op->off += n;
 		op->step = s + 1;
 		op->left--;
@@ -147,6 +154,54 @@ static int ll128_recv(struct mlap2p_op *op)
 	}
 	conn->step = op->step;
 	return MLAP2P_OP_DONE;
+}
+
+int mlap2p_ll128_send_small(struct mlap2p_link *link, const void *buf,
+			    size_t n)
+{
+	uint64_t s = link->conn->step;
+
+	if (!mlap2p_has_credit(link, s))
+		return 0;
+	/* no proxy reads sizesFifo: P2P only */
+	ll128_write(ll128_slot(link, s), buf, n, s + 1);
+	mlap2p_small_sent(link, s);
+	return 1;
+}
+
+/*
+ * At most MLAP2P_LL128_SMALL bytes, one group of LL128_AHEAD lines: the
+ * last line's flag, acquired, says they are all there (the writer
+ * released it after the lines before it).
+ */
+int mlap2p_ll128_recv_small(struct mlap2p_link *link, void *buf, size_t n,
+			    uint32_t polls)
+{
+	struct ncclConnInfo *conn = link->conn;
+	uint64_t s = conn->step;
+	size_t lines = n ? (n + MLAP2P_LL128_PAYLOAD - 1) / MLAP2P_LL128_PAYLOAD : 1;
+	const uint64_t *base = ll128_slot(link, s);
+	const size_t words = MLAP2P_LL128_LINE / sizeof(*base);
+	char *dst = buf;
+	size_t i;
+
+	_Static_assert(MLAP2P_LL128_SMALL <= LL128_AHEAD * MLAP2P_LL128_PAYLOAD,
+		       "one group of lines");
+	if (n > MLAP2P_LL128_SMALL)
+		return 0;
+	while (__atomic_load_n(&base[(lines - 1) * words + MLAP2P_LL128_FLAG_WORD],
+			       __ATOMIC_ACQUIRE) != s + 1)
+		if (!--polls)
+			return 0;
+	for (i = 0; n && i < lines; i++) {
+		size_t at = i * MLAP2P_LL128_PAYLOAD;
+
+		memcpy(dst + at, base + i * words,
+		       mlap2p_min(n - at, MLAP2P_LL128_PAYLOAD));
+	}
+	conn->step = s + 1;
+	mlap2p_store_release(conn->head, s + 1);
+	return 1;
 }
 
 int mlap2p_ll128_watch(const struct mlap2p_op *op, struct mlap2p_watch *x)

@@ -972,6 +972,80 @@ TEST(addr_write_error_later_fails_send)
 	free(dst);
 }
 
+/* ---- the latency path (mlap2p_ll*_send_small / recv_small) ------------- */
+
+static int small_send(int proto, struct mlap2p_link *l, const void *buf,
+		      size_t n)
+{
+	return proto == NCCL_PROTO_LL ? mlap2p_ll_send_small(l, buf, n) :
+					mlap2p_ll128_send_small(l, buf, n);
+}
+
+static int small_recv(int proto, struct mlap2p_link *l, void *buf, size_t n,
+		      uint32_t polls)
+{
+	return proto == NCCL_PROTO_LL ? mlap2p_ll_recv_small(l, buf, n, polls) :
+					mlap2p_ll128_recv_small(l, buf, n, polls);
+}
+
+/*
+ * For LL and LL128: every size up to the path's limit arrives exact and
+ * in order with the op engine's messages on either side; a receive with
+ * nothing there consumes nothing; the ninth send without a receive has no
+ * credit; LL128 refuses more than MLAP2P_LL128_SMALL bytes.
+ */
+TEST(small_path_exact_and_in_order)
+{
+	static const int protos[2] = { NCCL_PROTO_LL, NCCL_PROTO_LL128 };
+	static const size_t limits[2] = { MLAP2P_LL_SMALL, MLAP2P_LL128_SMALL };
+	char src[MLAP2P_LL128_SMALL + 1], dst[MLAP2P_LL128_SMALL + 1];
+	struct wire w;
+	int p, i;
+	size_t n;
+
+	for (p = 0; p < 2; p++) {
+		int proto = protos[p];
+
+		ASSERT_EQ(0, wire_init(&w, 8 * KiB, 16 * KiB, 64 * KiB, 0, 0));
+		for (n = 0; n <= limits[p]; n++) {
+			fill(src, n, n + 100 * p);
+			memset(dst, 0x5a, sizeof(dst));
+			EXPECT_EQ(0, small_recv(proto, &w.rlink, dst, n, 3));
+			EXPECT_EQ(w.sconn.step, w.rconn.step);
+			ASSERT_EQ(1, small_send(proto, &w.slink, src, n));
+			ASSERT_EQ(1, small_recv(proto, &w.rlink, dst, n, 3))
+				TH_LOG("%s, %zu bytes", p ? "LL128" : "LL", n);
+			EXPECT_EQ(0, count_wrong(dst, n, n + 100 * p));
+			EXPECT_EQ(0x5a, dst[n]);
+			/* the op engine on the same connection, both ways */
+			fill(src, 40, n);
+			ASSERT_EQ(1, small_send(proto, &w.slink, src, 40));
+			ASSERT_EQ(0, run_one(&w.rlink, proto, 0, dst, 40));
+			EXPECT_EQ(0, count_wrong(dst, 40, n));
+			ASSERT_EQ(0, run_one(&w.slink, proto, 1, src, 40));
+			ASSERT_EQ(1, small_recv(proto, &w.rlink, dst, 40, 3));
+			EXPECT_EQ(0, count_wrong(dst, 40, n));
+		}
+		/* NCCL_STEPS sends fill the FIFO; the next one waits */
+		for (i = 0; i < NCCL_STEPS; i++)
+			ASSERT_EQ(1, small_send(proto, &w.slink, src, 8));
+		EXPECT_EQ(0, small_send(proto, &w.slink, src, 8));
+		for (i = 0; i < NCCL_STEPS; i++)
+			ASSERT_EQ(1, small_recv(proto, &w.rlink, dst, 8, 3));
+		EXPECT_EQ(1, small_send(proto, &w.slink, src, 8));
+		EXPECT_EQ(1, small_recv(proto, &w.rlink, dst, 8, 3));
+		if (proto == NCCL_PROTO_LL128) {
+			EXPECT_EQ(1, mlap2p_ll128_send_small(&w.slink, src, 8));
+			EXPECT_EQ(0, mlap2p_ll128_recv_small(&w.rlink, dst,
+							     MLAP2P_LL128_SMALL + 1,
+							     1000));
+			EXPECT_EQ(1, small_recv(proto, &w.rlink, dst, 8, 3));
+		}
+		EXPECT_EQ(w.sconn.step, w.rconn.step);
+		wire_fini(&w);
+	}
+}
+
 /* ---- split: the receiver pulls from the back ---------------------------- */
 
 /* A wire offering by address on which the receiver may also pull. */
