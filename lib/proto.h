@@ -72,7 +72,8 @@
  * which it copies itself through link->read_peer.  When nothing is left
  * to take, the sender releases *tail = first + n (the steps in between
  * were the receiver's) and drains: it returns once *head = first + n says
- * the receiver has finished reading.  A receiver that cannot read the
+ * the receiver has finished reading (also when it took every step
+ * itself: the receiver may be reading its probe byte).  A receiver that cannot read the
  * sender's process (a one-byte probe fails before it takes any step)
  * takes none, and the sender writes them all (MLAP2P_LINK_NOPULL once it
  * is refused for good).

@@ -331,7 +331,10 @@ static int simple_send_steps(struct mlap2p_op *op)
 			return MLAP2P_OP_MOVED;	/* one copy per call */
 	}
 	conn->step = op->step;
-	if (op->mode == MLAP2P_MODE_READ || op->mode == MLAP2P_MODE_NETPTR) {
+	/* Split, though every step was ours: the receiver may still look
+	 * at the buffer (simple_pull_ok) until it has taken the last one. */
+	if (op->mode == MLAP2P_MODE_READ || op->mode == MLAP2P_MODE_NETPTR ||
+	    op->split) {
 		op->state = SIMPLE_DRAIN;
 		return MLAP2P_OP_MOVED;
 	}

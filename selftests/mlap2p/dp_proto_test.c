@@ -893,7 +893,11 @@ TEST(addr_revoke_mid_message)
 	free(dst);
 }
 
-/* Once every step is written there is nothing to withdraw. */
+/*
+ * Once every step is written there is nothing to withdraw; the sender,
+ * draining (the message was split, though it took both steps itself),
+ * learns of the withdrawal and fails.
+ */
 TEST(addr_revoke_after_last_write)
 {
 	const size_t bytes = 200 * KiB, chunk = 128 * KiB;
@@ -906,9 +910,12 @@ TEST(addr_revoke_after_last_write)
 	ASSERT_EQ(0, addr_pair(&w, &r, &snd, src, dst, bytes, chunk));
 	ASSERT_EQ(0, mlap2p_op_start(&snd));
 	ASSERT_EQ(MLAP2P_OP_MOVED, mlap2p_op_progress(&snd));
-	ASSERT_EQ(MLAP2P_OP_DONE, mlap2p_op_progress(&snd));
+	ASSERT_EQ(MLAP2P_OP_MOVED, mlap2p_op_progress(&snd));
 	EXPECT_EQ(2, w.writes);
+	EXPECT_EQ(MLAP2P_OP_IDLE, mlap2p_op_progress(&snd));	/* drains */
 	EXPECT_EQ(1, mlap2p_simple_revoke(&r));
+	EXPECT_EQ(-ECANCELED, mlap2p_op_progress(&snd));
+	EXPECT_EQ(2, w.writes);
 	wire_fini(&w);
 	free(src);
 	free(dst);
@@ -1099,6 +1106,38 @@ TEST(split_sender_front_receiver_back)
 	wire_fini(&w);
 	free(src);
 	free(dst);
+}
+
+/*
+ * Both ends in their own threads, messages of 1 byte to 2 MiB: the bytes
+ * are exact, every long message is shared between the two (the receiver
+ * pulls at least one step of some of them), and the sender refills its
+ * buffer for the next message only once the receiver has read it (under
+ * TSan, a missing order between the receiver's last read and the
+ * sender's drain is a reported race).
+ */
+TEST_F_TIMEOUT(solo, split_threads_random_sizes, 300)
+{
+	enum { N = 300 };
+	static int protos[N];
+	static size_t sizes[N];
+	unsigned int seed = 777;
+	struct wire w;
+	int i;
+
+	ASSERT_EQ(0, split_wire(&w, 0, 0));
+	for (i = 0; i < N; i++) {
+		unsigned int r = rand_r(&seed);
+
+		protos[i] = NCCL_PROTO_SIMPLE;
+		sizes[i] = 1 + (r >> 3) % ((r & 3) ? 2 * MiB : 300 * KiB);
+	}
+	ASSERT_EQ(0, transfer(&w, N, protos, sizes, 4242, 0));
+	EXPECT_EQ(w.sconn.step, w.rconn.step);
+	EXPECT_GT(w.writes, N / 2);
+	EXPECT_GT(w.reads, N / 2);
+	EXPECT_TRUE(all_zero(w.sconn.buffs[NCCL_PROTO_SIMPLE], 4 * MiB));
+	wire_fini(&w);
 }
 
 /*
