@@ -1103,8 +1103,9 @@ static int dp_blocking(struct mlap2p_comm *api, int send, void *buf,
 
 /*
  * The latency path: a blocking LL or LL128 message of a few lines (at
- * most MLAP2P_LL_SMALL, MLAP2P_LL128_SMALL bytes) on an idle P2P link of a connected peer moves here, without a request, a queue or a pass
- * over the active links.  1 if it did; 0 sends everything else (no credit,
+ * most MLAP2P_LL_SMALL, MLAP2P_LL128_SMALL bytes) on an idle P2P link of
+ * a connected peer moves here, without a request, a queue or a pass over
+ * the active links.  1 if it did; 0 sends everything else (no credit,
  * a receive not there within the tight spin, any error) to dp_blocking(),
  * which does the same the long way and owns the abort, liveness and error
  * reporting.

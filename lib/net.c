@@ -462,6 +462,7 @@ _Static_assert(MAXCHANNELS <= 32, "5 bits of channel in the tag");
 #define NET_HB_RECVS		4	/* heartbeat receives kept posted */
 #define NET_CQ_BATCH		16
 #define NET_RELAND_MIN		(32UL << 10)	/* net_reland(): bytes of a step */
+_Static_assert(NCCL_STEPS <= 32, "ncclProxyArgs.repost has a bit per slot");
 
 enum net_req_kind {
 	NET_REQ_SEND = 1,
@@ -600,7 +601,8 @@ struct ncclProxyArgs {
 	char *landed[NCCL_STEPS];	/* recv: where the receive was posted,
 					 * NULL for the slot */
 	struct net_req *rreq[NCCL_STEPS];	/* recv: posted, not complete */
-	uint8_t repost[NCCL_STEPS];	/* recv: cancelled to land: post again */
+	unsigned int repost;		/* recv: slots (bits) cancelled to land,
+					 * to post again */
 	uint8_t complete[NCCL_STEPS];
 	uint8_t rproto[NCCL_STEPS];
 	uint32_t rlen[NCCL_STEPS];
@@ -1329,7 +1331,7 @@ static int net_recv_post(struct ncclProxyArgs *a, uint64_t s)
 	return 0;
 }
 
-
+/* The receive side's proxy slot: keep a receive posted per free slot. */
 static ncclResult_t netRecvProxy(struct ncclProxyArgs *a)
 {
 	struct net_comm *nc = a->nc;
@@ -1341,15 +1343,17 @@ static ncclResult_t netRecvProxy(struct ncclProxyArgs *a)
 	if (a->err || nc->peers[a->peer].err)
 		return ncclSuccess;
 	/* Receives mlap2p_net_land() took back from their slots. */
-	for (s = a->done; s < a->posted; s++) {
-		if (!a->repost[s % NCCL_STEPS])
+	for (s = a->done; a->repost && s < a->posted; s++) {
+		unsigned int bit = 1U << (s % NCCL_STEPS);
+
+		if (!(a->repost & bit))
 			continue;
 		ret = net_recv_post(a, s);
 		if (ret < 0)
 			return ncclSystemError;
 		if (ret)
 			return ncclSuccess;
-		a->repost[s % NCCL_STEPS] = 0;
+		a->repost &= ~bit;
 	}
 	head = __atomic_load_n(&a->sendMem->head, __ATOMIC_ACQUIRE);
 	while (a->posted < head + NCCL_STEPS &&
@@ -1464,16 +1468,16 @@ static int net_poll_cq(struct net_comm *nc)
 		 * Only mlap2p_net_unland() cancels requests for good
 		 * (receives into a buffer its receiver gave up), and
 		 * mlap2p_net_land() to post them again in place; one the
-		 * provider cancelled
-		 * while the communicator runs is a lost step, and waiting on
-		 * it would hang both ends with every heartbeat fine.
+		 * provider cancelled while the communicator runs is a lost
+		 * step, and waiting on it would hang both ends with every
+		 * heartbeat fine.
 		 */
 		if (r->cancelled) {	/* mlap2p_net_unland(): step lost */
 			if (!r->args->err)
 				r->args->err = -ECANCELED;
 		} else if (r->reland && err.err == FI_ECANCELED) {
 			/* mlap2p_net_land(): post it where it lands */
-			r->args->repost[r->step % NCCL_STEPS] = 1;
+			r->args->repost |= 1U << (r->step % NCCL_STEPS);
 			r->args->moved = 1;
 		} else if (err.err != FI_ECANCELED ||
 			   !__atomic_load_n(&nc->stop, __ATOMIC_ACQUIRE)) {
@@ -1682,15 +1686,6 @@ int mlap2p_net_reg_cached(struct ncclConnector *c, const void *buf,
 }
 
 /*
- * Receive in place (lib/proto.h, MLAP2P_LINK_NETRECV): from now on the
- * proxy of NET receive connector @c posts the receive of each step of
- * [first, first + steps) that it has not posted yet straight into @buf,
- * at (step - first) * perStep (up to @bytes in all), and says so in
- * ptrsFifo[slot] when it delivers the step.  1 if it may; 0 if not (not a
- * NET receive connector, or the provider needs descriptors for receive
- * buffers).
- */
-/*
  * The steps of a new landing window already posted into their slots (a
  * short message's, all of them): cancel those receives, and post each
  * again into the buffer once the provider confirms the cancel
@@ -1716,6 +1711,16 @@ static void net_reland(struct ncclProxyArgs *a)
 	}
 }
 
+/*
+ * Receive in place (lib/proto.h, MLAP2P_LINK_NETRECV): from now on the
+ * proxy of NET receive connector @c posts the receive of each step of
+ * [first, first + steps) that it has not posted yet straight into @buf,
+ * at (step - first) * perStep (up to @bytes in all), takes back those it
+ * posted into slots (net_reland), and says so in ptrsFifo[slot] when it
+ * delivers the step.  1 if it may; 0 if not (not a
+ * NET receive connector, or the provider needs descriptors for receive
+ * buffers).
+ */
 int mlap2p_net_land(struct ncclConnector *c, char *buf, uint64_t first,
 		    uint64_t steps, size_t perStep, size_t bytes)
 {

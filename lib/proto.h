@@ -63,9 +63,9 @@
  * mode the sender returns only once *head shows the receiver has read all.
  *
  * Split (MODE_REMOTE, messages of two steps or more).  One core copying
- * while the other waits gets half of what the two can: so after its first
- * step the sender publishes its own buffer's address (x->src, then
- * x->split = first + 1 with release, before that step's tail), and the
+ * while the other waits gets half of what the two can: so once it took
+ * the offer the sender publishes its own buffer's address (x->src, then
+ * x->split = first + 1 with release, before its first step's tail), and the
  * two ends take steps from either end of the message with a
  * compare-and-swap on x->claim: the sender steps 0, 1, ... (each written
  * by write_peer and signalled as usual), the receiver steps n-1, n-2, ...,
@@ -73,10 +73,10 @@
  * to take, the sender releases *tail = first + n (the steps in between
  * were the receiver's) and drains: it returns once *head = first + n says
  * the receiver has finished reading (also when it took every step
- * itself: the receiver may be reading its probe byte).  A receiver that cannot read the
- * sender's process (a one-byte probe fails before it takes any step)
- * takes none, and the sender writes them all (MLAP2P_LINK_NOPULL once it
- * is refused for good).
+ * itself: the receiver may be reading its probe byte).  A receiver that
+ * cannot read the sender's process (a one-byte probe fails before it
+ * takes any step) takes none, and the sender writes them all
+ * (MLAP2P_LINK_NOPULL once it is refused for good).
  *
  * A consequence worth knowing: a SIMPLE send waits for its receive to be
  * posted (a rendezvous), as NCCL's does; post both inside a group.
@@ -247,7 +247,6 @@ struct mlap2p_op {
 	int offeredAddr;		/* this receiver offered an address */
 	int split;			/* MODE_REMOTE: the receiver may pull */
 	uint64_t steps;			/* payload steps of the message */
-	uint64_t pulled;		/* receiver: steps it pulled itself */
 };
 
 /* Per-protocol engines (lib/proto_ll.c, proto_ll128.c, proto_simple.c). */

@@ -92,7 +92,6 @@ int mlap2p_simple_start(struct mlap2p_op *op)
 	op->landed = 0;
 	op->split = 0;
 	op->steps = op->left;
-	op->pulled = 0;
 	op->state = conn->ptrExchange ? SIMPLE_XCHG : SIMPLE_STEPS;
 	if (op->send && op->bytes && !conn->ptrExchange && conn->ptrsFifo &&
 	    (op->link->flags & MLAP2P_LINK_NETPTR) && op->link->reg &&
@@ -171,19 +170,6 @@ static void simple_split_publish(struct mlap2p_op *op)
 	__atomic_store_n(&x->src, (uintptr_t)op->buf, __ATOMIC_RELAXED);
 	__atomic_store_n(&x->split, op->first + 1, __ATOMIC_RELEASE);
 	op->split = 1;
-}
-
-/* Sender of a split message, nothing left to take: the rest was pulled. */
-static int simple_split_done(struct mlap2p_op *op)
-{
-	struct ncclConnInfo *conn = op->link->conn;
-
-	op->step = op->first + op->steps;
-	op->left = 0;
-	conn->step = op->step;
-	mlap2p_store_release(conn->tail, op->step);
-	op->state = SIMPLE_DRAIN;
-	return MLAP2P_OP_MOVED;
 }
 
 /* Take the peer's offer for this message. */
@@ -289,8 +275,13 @@ static int simple_send_steps(struct mlap2p_op *op)
 			return -ECANCELED;	/* the receiver gave up */
 		if (!mlap2p_has_credit(link, s))
 			return moved ? MLAP2P_OP_MOVED : MLAP2P_OP_IDLE;
-		if (op->split && simple_take(op, 0) < 0)
-			return simple_split_done(op);
+		if (op->split && simple_take(op, 0) < 0) {
+			/* nothing left: the receiver pulls the rest */
+			op->step = op->first + op->steps;
+			op->left = 0;
+			mlap2p_store_release(conn->tail, op->step);
+			break;
+		}
 		if (op->mode == MLAP2P_MODE_REMOTE) {
 			int ret = link->write_peer(link->arg, op->peerAddr + op->off,
 						   op->buf + op->off, n);
@@ -377,8 +368,8 @@ static int simple_split_seen(struct mlap2p_op *op)
 	return 1;
 }
 
-/* Receiver of a split message: step op->step from the front is in. */
-static void simple_split_next(struct mlap2p_op *op, size_t n)
+/* Receiver: step op->step (n bytes) is in; return its slot. */
+static void simple_recv_next(struct mlap2p_op *op, size_t n)
 {
 	op->off += n;
 	op->step++;
@@ -410,7 +401,7 @@ static int simple_recv_split(struct mlap2p_op *op)
 		if (s - op->first < front && mlap2p_has_data(link, s)) {
 			size = sizes[s % NCCL_STEPS];
 			if (size == (int)n) {	/* written in place */
-				simple_split_next(op, n);
+				simple_recv_next(op, n);
 				moved = 1;
 				continue;
 			}
@@ -430,13 +421,12 @@ static int simple_recv_split(struct mlap2p_op *op)
 							 op->perStep));
 			if (ret)
 				return ret;
-			op->pulled++;
 			op->left--;
 			return MLAP2P_OP_MOVED;	/* one copy per call */
 		}
 		if (copy) {
 			memcpy(op->buf + op->off, simple_slot(op, s), n);
-			simple_split_next(op, n);
+			simple_recv_next(op, n);
 			return MLAP2P_OP_MOVED;
 		}
 		if (op->left || !mlap2p_has_data(link, op->first + op->steps - 1))
@@ -476,10 +466,7 @@ static int simple_recv_steps(struct mlap2p_op *op)
 			  op->mode == MLAP2P_MODE_REFUSED) &&
 			 !simple_landed(op, s))
 			memcpy(op->buf + op->off, simple_slot(op, s), n);
-		op->off += n;
-		op->step = s + 1;
-		op->left--;
-		mlap2p_store_release(conn->head, op->step);
+		simple_recv_next(op, n);
 		moved = 1;
 		if (op->off == n && simple_split_seen(op))
 			return simple_recv_split(op);

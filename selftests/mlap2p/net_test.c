@@ -486,6 +486,46 @@ struct land_arg {
 };
 
 /*
+ * The ring of two over NET with SIMPLE forced, for the landing tests: the
+ * neighbours and the receive connection's description.  0 or non-zero.
+ */
+static int net_simple_ring(struct lt_rank *r, int *prev, int *next,
+			   struct mlap2p_conn_desc *d)
+{
+	return mlap2p_connect_ring(r->comm, 1) ||
+	       mlap2p_ring_get(r->comm, 0, NULL, prev, next) ||
+	       mlap2p_conn_get(r->comm, 0, *prev, MLAP2P_DIR_RECV, d) ||
+	       d->path != MLAP2P_PATH_NET ||
+	       mlap2p_set_proto(r->comm, MLAP2P_PROTO_SIMPLE);
+}
+
+/*
+ * Steps [from, to) of the message that started at step @first: did each
+ * land at its place in @buf (@landed), or in its slot (ptrsFifo NULL)?
+ * 0, or non-zero with r->msg saying which did not.
+ */
+static int check_landed(struct lt_rank *r, const struct mlap2p_conn_desc *d,
+			uint64_t first, uint64_t from, uint64_t to,
+			unsigned char *buf, size_t chunk, int landed)
+{
+	uint64_t s;
+
+	for (s = from; s < to; s++) {
+		void *got = d->host->conn.ptrsFifo[s % NCCL_STEPS];
+		void *want = landed ? buf + (s - first) * chunk : NULL;
+
+		if (got != want) {
+			snprintf(r->msg, sizeof(r->msg),
+				 "step %llu landed at %p, want %p (buffer %p)",
+				 (unsigned long long)(s - first), got, want,
+				 (void *)buf);
+			return 1;
+		}
+	}
+	return 0;
+}
+
+/*
  * A long SIMPLE receive over NET lands in its buffer: every step the proxy
  * posted after the receive started (the last NCCL_STEPS of a message of
  * more than 2 * NCCL_STEPS steps surely are) names, in ptrsFifo at
@@ -500,7 +540,7 @@ static int land_rank(struct lt_rank *r)
 	const size_t n = (4 << 20) + 13;
 	unsigned char *sbuf = malloc(n), *rbuf = malloc(n);
 	struct mlap2p_conn_desc d;
-	uint64_t first, s, steps;
+	uint64_t first, steps;
 	int prev, next, ret = 0;
 	size_t chunk;
 
@@ -509,11 +549,7 @@ static int land_rank(struct lt_rank *r)
 		free(rbuf);
 		return 1;
 	}
-	if (!sbuf || !rbuf || mlap2p_connect_ring(r->comm, 1) ||
-	    mlap2p_ring_get(r->comm, 0, NULL, &prev, &next) ||
-	    mlap2p_conn_get(r->comm, 0, prev, MLAP2P_DIR_RECV, &d) ||
-	    d.path != MLAP2P_PATH_NET ||
-	    mlap2p_set_proto(r->comm, MLAP2P_PROTO_SIMPLE)) {
+	if (!sbuf || !rbuf || net_simple_ring(r, &prev, &next, &d)) {
 		ret = 2;
 		goto out;
 	}
@@ -535,19 +571,9 @@ static int land_rank(struct lt_rank *r)
 			 (unsigned long long)steps);
 		ret = 6;
 	}
-	for (s = first + steps - NCCL_STEPS; !ret && s < first + steps; s++) {
-		void *got = d.host->conn.ptrsFifo[s % NCCL_STEPS];
-		void *want = a->landed ? rbuf + (s - first) * chunk : NULL;
-
-		if (got != want) {
-			snprintf(r->msg, sizeof(r->msg),
-				 "step %llu of %llu landed at %p, want %p (buffer %p)",
-				 (unsigned long long)(s - first),
-				 (unsigned long long)steps, got, want,
-				 (void *)rbuf);
-			ret = 3;
-		}
-	}
+	if (!ret && check_landed(r, &d, first, first + steps - NCCL_STEPS,
+				 first + steps, rbuf, chunk, a->landed))
+		ret = 3;
 out:
 	free(sbuf);
 	free(rbuf);
@@ -603,18 +629,14 @@ static int reland_rank(struct lt_rank *r)
 	struct mlap2p_request *req;
 	struct mlap2p_conn_desc d;
 	int prev, next, ret = 0, i;
-	uint64_t first, s;
+	uint64_t first;
 	size_t j;
 
 	if (lt_init(r)) {
 		free(buf);
 		return 1;
 	}
-	if (!buf || mlap2p_connect_ring(r->comm, 1) ||
-	    mlap2p_ring_get(r->comm, 0, NULL, &prev, &next) ||
-	    mlap2p_conn_get(r->comm, 0, prev, MLAP2P_DIR_RECV, &d) ||
-	    d.path != MLAP2P_PATH_NET ||
-	    mlap2p_set_proto(r->comm, MLAP2P_PROTO_SIMPLE) ||
+	if (!buf || net_simple_ring(r, &prev, &next, &d) ||
 	    (size_t)d.buff_sizes[MLAP2P_PROTO_SIMPLE] / NCCL_STEPS < chunk) {
 		ret = 2;
 		goto out;
@@ -645,17 +667,9 @@ static int reland_rank(struct lt_rank *r)
 	for (j = 0; j < n && !ret; j++)
 		if (buf[j] != pat(0, j, n, 7))
 			ret = 6;
-	for (s = first; !ret && s < first + n / chunk; s++) {
-		void *got = d.host->conn.ptrsFifo[s % NCCL_STEPS];
-		void *want = buf + (s - first) * chunk;
-
-		if (got != want) {
-			snprintf(r->msg, sizeof(r->msg),
-				 "step %llu landed at %p, want %p",
-				 (unsigned long long)(s - first), got, want);
-			ret = 7;
-		}
-	}
+	if (!ret && check_landed(r, &d, first, first, first + n / chunk, buf,
+				 chunk, 1))
+		ret = 7;
 out:
 	free(buf);
 	if (mlap2p_comm_destroy(r->comm) && !ret)
