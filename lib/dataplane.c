@@ -56,8 +56,10 @@ struct dp_link {
 	int pidfd;			/* the peer's process, or -1 */
 	uint64_t cmaNext;		/* where the message's next step goes */
 	unsigned int usable;		/* protocols these buffers carry */
-	int small;			/* dp_small() may carry 1: LL, 2: LL128 */
-	size_t ll128Small;		/* ... LL128 messages up to this */
+	int small;			/* the buffers fit dp_small(): 1 LL, 2 LL128 */
+	/* dp_small() takes LL messages of [0, llEnd) bytes and LL128 ones of
+	 * [ll128Beg, ll128End): dp_small_ranges() from dp_pick(). */
+	size_t llEnd, ll128Beg, ll128End;
 };
 
 struct dp {
@@ -474,6 +476,56 @@ static int dp_resolve(void *arg, const struct mlap2p_xchg *x, void **ptr)
 	return 0;
 }
 
+/* ---- protocol choice ---- */
+
+static int dp_pick(struct dp *dp, const struct dp_link *k, size_t bytes)
+{
+	unsigned int usable = dp->protoMask & k->usable;
+
+	if (dp->proto != MLAP2P_PROTO_AUTO)
+		return usable & (1U << dp->proto) ? dp->proto : -EINVAL;
+	if (!usable)
+		return -EINVAL;
+	if (bytes <= dp->llMax && (usable & 1))
+		return NCCL_PROTO_LL;
+	if (bytes <= dp->ll128Max && (usable & 2))
+		return NCCL_PROTO_LL128;
+	if (usable & 4)
+		return NCCL_PROTO_SIMPLE;
+	return usable & 2 ? NCCL_PROTO_LL128 : NCCL_PROTO_LL;
+}
+
+/*
+ * The sizes dp_small() takes on @k: those dp_pick() gives LL or LL128
+ * that the latency path carries, one interval each (dp_pick() gives LL to
+ * a prefix of sizes and LL128 to the interval after it), so that a call
+ * compares the size twice instead of picking.  Again after
+ * mlap2p_set_proto().
+ */
+static void dp_small_ranges(struct dp *dp, struct dp_link *k)
+{
+	size_t b, max128 = 0;
+
+	k->llEnd = k->ll128Beg = k->ll128End = 0;
+	if (k->small & 2)
+		max128 = mlap2p_min(MLAP2P_LL128_SMALL,
+				    mlap2p_proto_step_bytes(&k->l,
+							    NCCL_PROTO_LL128));
+	for (b = 0; b <= DP_SMALL_MAX; b++) {
+		int proto = dp_pick(dp, k, b);
+
+		if (proto == NCCL_PROTO_LL && (k->small & 1) &&
+		    b <= MLAP2P_LL_SMALL && b == k->llEnd)
+			k->llEnd = b + 1;
+		if (proto != NCCL_PROTO_LL128 || b > max128)
+			continue;
+		if (!k->ll128End)
+			k->ll128Beg = b;
+		if (!k->ll128End || b == k->ll128End)
+			k->ll128End = b + 1;
+	}
+}
+
 /* The link to @peer, built on first use; @quiet: no WARN if unconnected. */
 static struct dp_link *dp_link(struct dp *dp, int peer, int send, int *err,
 			       int quiet)
@@ -561,31 +613,10 @@ static struct dp_link *dp_link(struct dp *dp, int peer, int send, int *err,
 		if ((k->usable & dp->protoMask & 2) && ll128 &&
 		    !((uintptr_t)ll128 & 7))
 			k->small |= 2;
-		k->ll128Small = mlap2p_min(MLAP2P_LL128_SMALL,
-					   mlap2p_proto_step_bytes(&k->l,
-								   NCCL_PROTO_LL128));
 	}
+	dp_small_ranges(dp, k);
 	*slot = k;
 	return k;
-}
-
-/* ---- protocol choice ---- */
-
-static int dp_pick(struct dp *dp, const struct dp_link *k, size_t bytes)
-{
-	unsigned int usable = dp->protoMask & k->usable;
-
-	if (dp->proto != MLAP2P_PROTO_AUTO)
-		return usable & (1U << dp->proto) ? dp->proto : -EINVAL;
-	if (!usable)
-		return -EINVAL;
-	if (bytes <= dp->llMax && (usable & 1))
-		return NCCL_PROTO_LL;
-	if (bytes <= dp->ll128Max && (usable & 2))
-		return NCCL_PROTO_LL128;
-	if (usable & 4)
-		return NCCL_PROTO_SIMPLE;
-	return usable & 2 ? NCCL_PROTO_LL128 : NCCL_PROTO_LL;
 }
 
 /* ---- queues ---- */
@@ -1110,30 +1141,27 @@ static int dp_blocking(struct mlap2p_comm *api, int send, void *buf,
  * which does the same the long way and owns the abort, liveness and error
  * reporting.
  */
-static int dp_small(struct mlap2p_comm *api, int send, void *buf,
+static inline __attribute__((always_inline)) int
+dp_small(struct mlap2p_comm *api, int send, void *buf,
 		    size_t bytes, int peer)
 {
 	struct ncclComm *comm;
 	struct dp_link *k;
 	struct dp *dp;
 	uint32_t n, polls;
-	int done, ll, proto;
+	int done, ll;
 
-	if (!api || group_depth || bytes > DP_SMALL_MAX || (!buf && bytes))
+	if (!api || group_depth || (!buf && bytes))
 		return 0;
 	comm = mlap2p_nccl(api);
 	dp = comm->dp;
 	if (!dp || peer < 0 || peer >= comm->nRanks)
 		return 0;
 	k = dp->links[2 * peer + send];
-	if (!k || !k->small || k->qhead || k->err)
+	if (!k || k->qhead || k->err)
 		return 0;
-	/* What dp_pick() gives it: mlap2p_set_proto() may change. */
-	proto = dp_pick(dp, k, bytes);
-	ll = proto == NCCL_PROTO_LL;
-	if (ll ? bytes > MLAP2P_LL_SMALL || !(k->small & 1) :
-	    proto != NCCL_PROTO_LL128 || bytes > k->ll128Small ||
-	    !(k->small & 2))
+	ll = bytes < k->llEnd;
+	if (!ll && bytes - k->ll128Beg >= k->ll128End - k->ll128Beg)
 		return 0;
 	if (dp_in(dp))
 		return 0;
@@ -1289,7 +1317,7 @@ MLAP2P_EXPORT int mlap2p_request_wait(struct mlap2p_request **req)
 MLAP2P_EXPORT int mlap2p_set_proto(struct mlap2p_comm *api, int proto)
 {
 	struct dp *dp;
-	int ret;
+	int i, ret;
 
 	if (proto < MLAP2P_PROTO_AUTO || proto >= NCCL_NUM_PROTOCOLS)
 		return mlap2p_err(-EINVAL);
@@ -1297,6 +1325,9 @@ MLAP2P_EXPORT int mlap2p_set_proto(struct mlap2p_comm *api, int proto)
 	if (ret)
 		return mlap2p_err(ret);
 	dp->proto = proto;
+	for (i = 0; i < 2 * dp->comm->nRanks; i++)
+		if (dp->links[i])
+			dp_small_ranges(dp, dp->links[i]);
 	dp_out(dp);
 	return 0;
 }

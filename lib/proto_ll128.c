@@ -21,18 +21,11 @@
  * filling (see LL_AHEAD in proto_ll.c). */
 #define LL128_AHEAD	4
 
-static inline size_t ll128_slot_lines(const struct mlap2p_link *link)
-{
-	return link->buffSizes[NCCL_PROTO_LL128] / NCCL_STEPS / MLAP2P_LL128_LINE;
-}
-
 static inline uint64_t *ll128_slot(const struct mlap2p_link *link,
 				   uint64_t step)
 {
-	size_t lines = ll128_slot_lines(link);
-
-	return (uint64_t *)(link->conn->buffs[NCCL_PROTO_LL128] +
-			    (step % NCCL_STEPS) * lines * MLAP2P_LL128_LINE);
+	return mlap2p_proto_slot(link, NCCL_PROTO_LL128, MLAP2P_LL128_LINE,
+				 step);
 }
 
 int mlap2p_ll128_start(struct mlap2p_op *op)

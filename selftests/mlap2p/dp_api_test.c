@@ -825,4 +825,75 @@ TEST_F_TIMEOUT(solo, nccl_proto_restricts, 60)
 	unsetenv("NCCL_PROTO");
 }
 
+/* ---- the latency path and the op engine agree ---------------------------- */
+
+/*
+ * Blocking calls of at most a few hundred bytes take the latency path,
+ * which decides LL or LL128 from sizes worked out when the link is made
+ * and again at mlap2p_set_proto(); requests always go through the op
+ * engine, which picks per message.  Rank 0 blocks, rank 1 posts a
+ * request, for every size around the latency path's limits under every
+ * protocol setting: a size the two disagree on leaves its message on the
+ * wrong wire, which shows as a wrong byte or a wait that never ends.
+ */
+static int agree_body(struct job *j, int rank, struct mlap2p_comm *comm)
+{
+	static const int protos[] = {
+		MLAP2P_PROTO_AUTO, MLAP2P_PROTO_LL, MLAP2P_PROTO_LL128,
+		MLAP2P_PROTO_SIMPLE, MLAP2P_PROTO_AUTO,
+	};
+	int other = !rank, p, dir, ret;
+	unsigned char buf[600];
+	size_t n;
+
+	(void)j;
+	if (mlap2p_connect_peers(comm, 1, 1, &other, 1, &other))
+		return 90;
+	for (p = 0; p < (int)(sizeof(protos) / sizeof(protos[0])); p++) {
+		if (mlap2p_set_proto(comm, protos[p]))
+			return 91;
+		for (n = 0; n <= sizeof(buf); n++) {
+			for (dir = 0; dir < 2; dir++) {
+				uint64_t seed = p * 10000 + n * 2 + dir;
+				struct mlap2p_request *req;
+				int blocking = rank == 0;
+
+				if (rank == dir) {
+					fill(buf, n, seed);
+					ret = blocking ?
+					      mlap2p_send(comm, buf, n, other) :
+					      mlap2p_isend(comm, buf, n, other,
+							   &req);
+				} else {
+					memset(buf, 0xee, sizeof(buf));
+					ret = !blocking ?
+					      mlap2p_irecv(comm, buf, n, other,
+							   &req) :
+					      mlap2p_recv(comm, buf, n, other);
+				}
+				if (!ret && !blocking)
+					ret = mlap2p_request_wait(&req);
+				if (ret)
+					return 92;
+				if (rank != dir && (wrong(buf, n, seed) ||
+						    (n < sizeof(buf) &&
+						     buf[n] != 0xee))) {
+					fprintf(stderr, "# %s, %zu bytes: %ld wrong\n",
+						mlap2p_proto_name(protos[p]), n,
+						wrong(buf, n, seed));
+					return 93;
+				}
+			}
+		}
+	}
+	return 0;
+}
+
+TEST_F_TIMEOUT(solo, latency_path_agrees_with_requests, 120)
+{
+	struct job j = { .n = 2, .cores = { 0, 4 }, .fn = agree_body };
+
+	ASSERT_EQ(0, job_run(&j, 100));
+}
+
 TEST_HARNESS_MAIN
