@@ -35,6 +35,7 @@
 #define DP_LL_MAX		64UL		/* LL up to this many bytes */
 #define DP_LL128_MAX		(4UL << 10)	/* then LL128 up to this */
 #define DP_CHUNK		(128UL << 10)	/* SIMPLE bytes per step */
+#define DP_CMA_MIN		(32UL << 10)	/* cross-memory attach from */
 #define DP_SMALL_MAX		MLAP2P_LL128_SMALL	/* dp_small() up to this */
 #define DP_PEER_TIMEOUT_MS	5000
 #define DP_MAX_COMMS		64		/* for the dump signal */
@@ -71,6 +72,7 @@ struct dp {
 	uint64_t llMax, ll128Max, chunk;
 	int noDirect;
 	int noCma;
+	uint64_t cmaMin;		/* smaller messages: the FIFO */
 	int noPull;
 	long peerTimeoutMs, liveEveryMs;
 	int64_t nextLive;
@@ -279,6 +281,10 @@ static int dp_params(struct dp *dp)
 	if (ret)
 		return ret;
 	dp->noCma = !v;
+	ret = mlap2p_env_size("MLAP2P_CMA_MIN", 0, 1ULL << 40, DP_CMA_MIN,
+			      &dp->cmaMin);
+	if (ret)
+		return ret;
 	ret = mlap2p_env_int("MLAP2P_CMA_PULL", 0, 1, 1, &v);
 	if (ret)
 		return ret;
@@ -349,7 +355,9 @@ static int dp_describe(void *arg, const void *buf, size_t bytes,
 		x->offset = offset;
 		return MLAP2P_DESCRIBE_HANDLE;
 	}
-	if (!k->cma)
+	/* Below cmaMin the two copies through the FIFO cost less than the
+	 * system call and handshake (docs/performance.md). */
+	if (!k->cma || bytes < k->dp->cmaMin)
 		return 0;
 	x->offset = (uintptr_t)buf;
 	return MLAP2P_DESCRIBE_ADDR;

@@ -248,6 +248,8 @@ struct mlap2p_op {
 	int offeredAddr;		/* this receiver offered an address */
 	int split;			/* MODE_REMOTE: the receiver may pull */
 	uint64_t steps;			/* payload steps of the message */
+	uint64_t copied;		/* split receiver: steps the slots
+					 * carried (refused by the peer) */
 };
 
 /* Per-protocol engines (lib/proto_ll.c, proto_ll128.c, proto_simple.c). */

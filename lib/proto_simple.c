@@ -91,6 +91,7 @@ int mlap2p_simple_start(struct mlap2p_op *op)
 	op->offeredAddr = 0;
 	op->landed = 0;
 	op->split = 0;
+	op->copied = 0;
 	op->steps = op->left;
 	op->state = conn->ptrExchange ? SIMPLE_XCHG : SIMPLE_STEPS;
 	if (op->send && op->bytes && !conn->ptrExchange && conn->ptrsFifo &&
@@ -427,10 +428,14 @@ static int simple_recv_split(struct mlap2p_op *op)
 		if (copy) {
 			memcpy(op->buf + op->off, simple_slot(op, s), n);
 			simple_recv_next(op, n);
+			op->copied++;
 			return MLAP2P_OP_MOVED;
 		}
 		if (op->left || !mlap2p_has_data(link, op->first + op->steps - 1))
 			return moved ? MLAP2P_OP_MOVED : MLAP2P_OP_IDLE;
+		/* Every step through the slots: no single copy after all. */
+		if (op->copied == op->steps)
+			op->mode = MLAP2P_MODE_REFUSED;
 		op->step = op->first + op->steps;
 		conn->step = op->step;
 		mlap2p_store_release(conn->head, op->step);

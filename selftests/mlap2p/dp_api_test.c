@@ -32,6 +32,7 @@
 #include <mlap2p/dataplane.h>
 #include <mlap2p/mlap2p.h>
 
+#include "dp_test.h"
 #include "kselftest_harness.h"
 
 #define KiB	1024UL
@@ -347,24 +348,14 @@ static int exact_body(struct job *j, int rank, struct mlap2p_comm *comm)
 	buf_free(comm, buf, a->registered);
 	/* Single copy happened where it should, and only there. */
 	if (a->expectDirect >= 0) {
-		char out[4096] = "";
-		int fds[2];
-		ssize_t got;
 		unsigned long long ops, direct;
-		const char *at;
 
-		if (pipe(fds) || mlap2p_dump_state(comm, fds[1]))
-			return 24;
-		close(fds[1]);
-		got = read(fds[0], out, sizeof(out) - 1);
-		close(fds[0]);
-		at = got > 0 ? strstr(out, " ops ") : NULL;
-		if (!at || sscanf(at, " ops %llu single-copy %llu", &ops,
-				  &direct) != 2)
+		if (dp_link_counts(comm, NULL, &ops, &direct))
 			return 25;
 		if (a->expectDirect ? direct == 0 : direct != 0) {
-			fprintf(stderr, "# rank %d: %llu of %llu ops single copy:\n%s",
-				rank, direct, ops, out);
+			fprintf(stderr, "# rank %d: %llu of %llu ops single copy\n",
+				rank, direct, ops);
+			mlap2p_dump_state(comm, STDERR_FILENO);
 			return 26;
 		}
 	}
@@ -894,6 +885,63 @@ TEST_F_TIMEOUT(solo, latency_path_agrees_with_requests, 120)
 	struct job j = { .n = 2, .cores = { 0, 4 }, .fn = agree_body };
 
 	ASSERT_EQ(0, job_run(&j, 100));
+}
+
+/* ---- cross-memory attach only from MLAP2P_CMA_MIN ---------------------- */
+
+/*
+ * With MLAP2P_CMA_MIN=64K, a plain receive buffer of one byte less goes
+ * through the FIFO and one of 64 KiB by cross-memory attach (where the
+ * system lets a process write into its sibling): both ends count one
+ * single copy of two messages, or none.
+ */
+static int cma_min_body(struct job *j, int rank, struct mlap2p_comm *comm)
+{
+	const int expect = *(int *)j->arg;
+	const size_t sizes[2] = { 64 * KiB - 1, 64 * KiB };
+	unsigned long long ops, direct;
+	int other = !rank, i, ret;
+	unsigned char *buf = malloc(64 * KiB);
+
+	if (!buf)
+		return 100;
+	ret = rank ? mlap2p_connect_peers(comm, 1, 1, &other, 0, NULL) :
+		     mlap2p_connect_peers(comm, 1, 0, NULL, 1, &other);
+	if (ret)
+		return 101;
+	for (i = 0; i < 2; i++) {
+		if (rank == 0) {
+			fill(buf, sizes[i], i);
+			ret = mlap2p_send(comm, buf, sizes[i], other);
+		} else {
+			memset(buf, 0xee, 64 * KiB);
+			ret = mlap2p_recv(comm, buf, sizes[i], other);
+			if (!ret && wrong(buf, sizes[i], i))
+				ret = -EBADMSG;
+		}
+		if (ret)
+			return 102;
+	}
+	free(buf);
+	if (dp_link_counts(comm, NULL, &ops, &direct))
+		return 103;
+	if (ops != 2 || direct != (unsigned long long)expect) {
+		fprintf(stderr, "# rank %d: %llu of %llu ops single copy, want %d of 2\n",
+			rank, direct, ops, expect);
+		return 104;
+	}
+	return 0;
+}
+
+TEST_F_TIMEOUT(solo, cma_only_from_min_size, 60)
+{
+	int expect = cma_between_siblings();
+	struct job j = { .n = 2, .cores = { 0, 4 }, .fn = cma_min_body,
+			 .arg = &expect };
+
+	setenv("MLAP2P_CMA_MIN", "64K", 1);
+	EXPECT_EQ(0, job_run(&j, 50));
+	unsetenv("MLAP2P_CMA_MIN");
 }
 
 TEST_HARNESS_MAIN

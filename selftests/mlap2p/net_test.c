@@ -14,6 +14,7 @@
 #include <sys/socket.h>
 #include <netinet/in.h>
 
+#include "dp_test.h"
 #include "lib_test.h"
 #include <mlap2p/dataplane.h>
 #include "net.h"
@@ -340,31 +341,14 @@ TEST_F_TIMEOUT(net, four_ranks_four_channels_random, 150)
 
 /* ---- SIMPLE sends in place from registered buffers ---- */
 
-/* ops and single-copy of this rank's link to @peer, from mlap2p_dump_state. */
+/* ops and single-copy of this rank's link to @peer. */
 static int link_counts(struct mlap2p_comm *comm, int peer,
 		       unsigned long long *ops, unsigned long long *direct)
 {
-	char out[8192] = "", key[32];
-	const char *at;
-	ssize_t got;
-	int fds[2];
+	char key[32];
 
-	if (pipe(fds))
-		return -1;
-	if (mlap2p_dump_state(comm, fds[1])) {
-		close(fds[0]);
-		close(fds[1]);
-		return -1;
-	}
-	close(fds[1]);
-	got = read(fds[0], out, sizeof(out) - 1);
-	close(fds[0]);
 	snprintf(key, sizeof(key), " -> %d ch ", peer);
-	at = got > 0 ? strstr(out, key) : NULL;
-	at = at ? strstr(at, " ops ") : NULL;
-	if (!at || sscanf(at, " ops %llu single-copy %llu", ops, direct) != 2)
-		return -1;
-	return 0;
+	return dp_link_counts(comm, key, ops, direct);
 }
 
 static int all_zero(const unsigned char *p, size_t n)
