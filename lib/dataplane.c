@@ -525,7 +525,8 @@ static void dp_small_ranges(struct dp *dp, struct dp_link *k)
 		if (proto == NCCL_PROTO_LL && (k->small & 1) &&
 		    b <= MLAP2P_LL_SMALL && b == k->llEnd)
 			k->llEnd = b + 1;
-		if (proto != NCCL_PROTO_LL128 || b > max128)
+		if (!(k->small & 2) || proto != NCCL_PROTO_LL128 ||
+		    b > max128)
 			continue;
 		if (!k->ll128End)
 			k->ll128Beg = b;

@@ -86,8 +86,14 @@ static unsigned char pat(int src, size_t i, size_t n, int it)
 }
 
 /* Send to @next and receive from @prev in one group; check the bytes. */
-static int ring_step(struct lt_rank *r, int prev, int next, size_t n, int it,
-		     unsigned char *sbuf, unsigned char *rbuf)
+/*
+ * Send @n bytes to @next and receive as many from @prev, in a group, or
+ * @blocking (messages small enough to leave while the FIFO has room: the
+ * calls a P2P link's latency path would take, which NET must not).
+ */
+static int ring_step_how(struct lt_rank *r, int prev, int next, size_t n,
+			 int it, unsigned char *sbuf, unsigned char *rbuf,
+			 int blocking)
 {
 	size_t i;
 	int ret, r2;
@@ -95,12 +101,12 @@ static int ring_step(struct lt_rank *r, int prev, int next, size_t n, int it,
 	for (i = 0; i < n; i++)
 		sbuf[i] = pat(r->rank, i, n, it);
 	memset(rbuf, 0x5a, n);
-	ret = mlap2p_group_start();
+	ret = blocking ? 0 : mlap2p_group_start();
 	if (ret)
 		return 30;
 	ret = mlap2p_send(r->comm, sbuf, n, next);
 	r2 = mlap2p_recv(r->comm, rbuf, n, prev);
-	if (mlap2p_group_end() || ret || r2) {
+	if ((!blocking && mlap2p_group_end()) || ret || r2) {
 		snprintf(r->msg, sizeof(r->msg), "%zu bytes: %s", n,
 			 mlap2p_last_error());
 		return 31;
@@ -113,6 +119,12 @@ static int ring_step(struct lt_rank *r, int prev, int next, size_t n, int it,
 			return 32;
 		}
 	return 0;
+}
+
+static int ring_step(struct lt_rank *r, int prev, int next, size_t n, int it,
+		     unsigned char *sbuf, unsigned char *rbuf)
+{
+	return ring_step_how(r, prev, next, n, it, sbuf, rbuf, 0);
 }
 
 struct move_arg {
@@ -181,6 +193,18 @@ static int move_rank(struct lt_rank *r)
 		}
 		for (s = 0; s < a->nsizes && !ret; s++)
 			ret = ring_step(r, prev, next, a->sizes[s], s, sbuf, rbuf);
+	}
+	/* Blocking calls of the latency path's sizes, LL and LL128. */
+	for (p = MLAP2P_PROTO_AUTO; p <= MLAP2P_PROTO_LL128 && !ret; p++) {
+		static const size_t small[] = { 0, 1, 8, 64, 65, 480 };
+
+		if (mlap2p_set_proto(r->comm, p)) {
+			ret = 6;
+			break;
+		}
+		for (s = 0; s < (int)ARRAY_SIZE(small) && !ret; s++)
+			ret = ring_step_how(r, prev, next, small[s], s, sbuf,
+					    rbuf, 1);
 	}
 	if (!ret && a->big) {
 		if (mlap2p_set_proto(r->comm, MLAP2P_PROTO_SIMPLE))
