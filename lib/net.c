@@ -1067,13 +1067,14 @@ static int net_send_ready(struct ncclProxyArgs *a, uint64_t s, int *proto,
 	*buf = net_slot(a, NCCL_PROTO_SIMPLE, s);
 	*len = (size_t)n;
 	ptr = __atomic_load_n(&a->recvMem->ptrsFifo[slot], __ATOMIC_RELAXED);
-	if (ptr) {	/* in place, from a registered region */
+	if (ptr) {	/* in place: from a registered region, or any
+			 * buffer when the provider needs no descriptors */
 		struct net_reg *g = net_reg_find(a, ptr, (size_t)n);
 
-		if (!g)
+		if (!g && a->nc->mrLocal)
 			return -EFAULT;
 		*buf = ptr;
-		*desc = g->desc;
+		*desc = g ? g->desc : NULL;
 	}
 	return 1;
 }
@@ -1599,7 +1600,10 @@ static void net_reg_prune(struct net_comm *nc,
  * when a later region overlaps it or it was freed, see net_reg_prune(), or
  * with the domain at teardown).  A region the provider refuses (or every
  * region, MLAP2P_NET_REG=0) is remembered as refused: INFO once, and its
- * sends copy through the slots.  1 or 0; never an error.
+ * sends copy through the slots.  Any other buffer goes in place when the
+ * provider needs no descriptors (FI_MR_LOCAL unset, as tcp;ofi_rxm) and
+ * MLAP2P_NET_REG is not 0, as receives land in place.  1 or 0; never an
+ * error.
  */
 int mlap2p_net_reg(struct ncclConnector *c, const void *buf, size_t bytes)
 {
@@ -1617,7 +1621,7 @@ int mlap2p_net_reg(struct ncclConnector *c, const void *buf, size_t bytes)
 	if (comm->rt->ops->pointerGetAttributes(comm->rt, buf, &attr) ||
 	    !attr.owned || attr.offset > attr.size ||
 	    attr.size - attr.offset < bytes)
-		return 0;
+		return nc->regOn && !nc->mrLocal;	/* no descriptor needed */
 	net_lock(nc);
 	for (g = nc->regs; g && (g->base != (char *)attr.base ||
 				 g->regionId != attr.regionId ||

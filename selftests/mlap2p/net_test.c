@@ -396,7 +396,7 @@ struct reg_arg {
  * buffer shows as wrong bytes).  In place: the single-copy counter counts
  * every send and the send FIFO's SIMPLE slots were never written; refused:
  * none counted, the slots carried it.  Then a malloc'd buffer on the same
- * link goes through the slots, counted as a copy.
+ * link the same way: the provider (tcp) needs no descriptor for it.
  */
 static int reg_rank(struct lt_rank *r)
 {
@@ -461,11 +461,26 @@ static int reg_rank(struct lt_rank *r)
 		ret = 6;
 		goto out;
 	}
-	/* a plain buffer on the same link: through the slots, no single copy */
-	ret = ring_step(r, prev, next, (1 << 20) + 13, 99, plain, rbuf);
+	/*
+	 * A plain buffer on the same link, three times: in place too (tcp
+	 * needs no descriptors), or through the slots with MLAP2P_NET_REG=0.
+	 */
+	for (it = 0; it < 3 && !ret; it++)
+		ret = ring_step(r, prev, next, (1 << 20) + 13, 99 + it, plain,
+				rbuf);
 	if (!ret && (link_counts(r->comm, next, &ops, &direct) ||
-		     direct - direct0 != (a->inPlace ? (unsigned long long)sends : 0)))
+		     direct - direct0 != (a->inPlace ? sends + 3ULL : 0))) {
+		snprintf(r->msg, sizeof(r->msg),
+			 "plain buffer: %llu single copy in all, want %llu",
+			 direct - direct0, a->inPlace ? sends + 3ULL : 0);
 		ret = 7;
+	}
+	if (!ret && all_zero((const unsigned char *)d.host->conn.buffs[NCCL_PROTO_SIMPLE],
+			     (size_t)d.buff_sizes[NCCL_PROTO_SIMPLE]) != a->inPlace) {
+		snprintf(r->msg, sizeof(r->msg), "plain buffer: the SIMPLE slots were %s",
+			 a->inPlace ? "written" : "never written");
+		ret = 10;
+	}
 out:
 	if (sbuf && mlap2p_mem_free(r->comm, sbuf) && !ret)
 		ret = 8;
