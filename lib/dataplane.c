@@ -22,8 +22,10 @@
 #include <strings.h>
 #include <linux/membarrier.h>
 #include <poll.h>
+#include <sys/mman.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "internal.h"
@@ -36,11 +38,25 @@
 #define DP_LL128_MAX		(4UL << 10)	/* then LL128 up to this */
 #define DP_CHUNK		(128UL << 10)	/* SIMPLE bytes per step */
 #define DP_CMA_MIN		(32UL << 10)	/* cross-memory attach from */
+#define DP_CMA_BUCKETS		12		/* 32 KiB .. 64 MiB and up */
+#define DP_CMA_PROBES		3		/* messages each way first */
+#define DP_CMA_RECHECK		32		/* then the other every so many */
 #define DP_SMALL_MAX		MLAP2P_LL128_SMALL	/* dp_small() up to this */
 #define DP_PEER_TIMEOUT_MS	5000
 #define DP_MAX_COMMS		64		/* for the dump signal */
 
 struct dp;
+
+/*
+ * MLAP2P_CMA=auto: how fast messages of one size class moved through the
+ * FIFO ([0]) and by cross-memory attach ([1]), as the receiver saw them:
+ * from the sender taking the offer to the last byte in.
+ */
+struct dp_cma_stat {
+	uint32_t n[2];			/* messages timed (the first is not used) */
+	uint32_t msgs;			/* chosen since both were known */
+	double nsPerByte[2];		/* moving average */
+};
 
 struct dp_link {
 	struct mlap2p_link l;
@@ -61,6 +77,7 @@ struct dp_link {
 	/* dp_small() takes LL messages of [0, llEnd) bytes and LL128 ones of
 	 * [ll128Beg, ll128End): dp_small_ranges() from dp_pick(). */
 	size_t llEnd, ll128Beg, ll128End;
+	struct dp_cma_stat cmaStat[DP_CMA_BUCKETS];
 };
 
 struct dp {
@@ -72,6 +89,7 @@ struct dp {
 	uint64_t llMax, ll128Max, chunk;
 	int noDirect;
 	int noCma;
+	int cmaAuto;			/* choose per size class by timing */
 	uint64_t cmaMin;		/* smaller messages: the FIFO */
 	int noPull;
 	long peerTimeoutMs, liveEveryMs;
@@ -258,9 +276,10 @@ static void dp_free(struct ncclComm *comm);
 
 static int dp_params(struct dp *dp)
 {
+	static const char *const cmaModes[] = { "off", "on", "auto" };
 	long v, cpus = sysconf(_SC_NPROCESSORS_ONLN);
 	uint64_t u;
-	int ret;
+	int mode, ret;
 
 	ret = dp_parse_proto(&dp->protoMask);
 	if (!ret)
@@ -277,10 +296,12 @@ static int dp_params(struct dp *dp)
 	if (ret)
 		return ret;
 	dp->noDirect = !v;
-	ret = mlap2p_env_int("MLAP2P_CMA", 0, 1, 1, &v);
+	ret = mlap2p_env_enum("MLAP2P_CMA", cmaModes, ARRAY_SIZE(cmaModes), 2,
+			      &mode);
 	if (ret)
 		return ret;
-	dp->noCma = !v;
+	dp->noCma = mode == 0;
+	dp->cmaAuto = mode == 2;
 	ret = mlap2p_env_size("MLAP2P_CMA_MIN", 0, 1ULL << 40, DP_CMA_MIN,
 			      &dp->cmaMin);
 	if (ret)
@@ -341,6 +362,65 @@ static struct dp *dp_get(struct ncclComm *comm)
 
 /* ---- single copy through the runtime ---- */
 
+static struct dp_cma_stat *dp_cma_stat(struct dp_link *k, size_t bytes)
+{
+	int b = 0;
+
+	while (b < DP_CMA_BUCKETS - 1 && bytes >= (64UL << 10) << b)
+		b++;
+	return &k->cmaStat[b];
+}
+
+/*
+ * MLAP2P_CMA=auto: offer a plain receive buffer by address for a message
+ * of @bytes?  Which of the FIFO and cross-memory attach is faster depends
+ * on where the two processes run (which caches they share), which a
+ * virtual machine does not tell, so each receive link finds out per size
+ * class: DP_CMA_PROBES messages each way, alternating, then the faster
+ * one, and the other again every DP_CMA_RECHECK messages in case the
+ * processes moved.
+ */
+static int dp_cma_choose(struct dp_link *k, size_t bytes)
+{
+	struct dp_cma_stat *m = dp_cma_stat(k, bytes);
+	int faster;
+
+	if (m->n[0] < DP_CMA_PROBES || m->n[1] < DP_CMA_PROBES)
+		return m->n[1] <= m->n[0];
+	faster = m->nsPerByte[1] <= m->nsPerByte[0];
+	return ++m->msgs % DP_CMA_RECHECK ? faster : !faster;
+}
+
+/* The receive @op on @k is done: time it for dp_cma_choose(). */
+static void dp_cma_record(struct dp_link *k, const struct mlap2p_op *op)
+{
+	struct dp_cma_stat *m = dp_cma_stat(k, op->bytes);
+	int way = op->offeredAddr ? 1 : 0;
+	struct timespec ts;
+	double v;
+	uint64_t now;
+
+	if (!op->senderStart || (op->mode != MLAP2P_MODE_FIFO &&
+				 op->mode != MLAP2P_MODE_WRITE))
+		return;	/* not timed, or refused: the slots carried it */
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	now = (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+	if (now <= op->senderStart)
+		return;
+	v = (double)(now - op->senderStart) / (double)op->bytes;
+	/* The first of each way pays for cold pages and caches. */
+	if (m->n[way]++ == 0)
+		return;
+	m->nsPerByte[way] = m->n[way] == 2 ? v :
+			    0.75 * m->nsPerByte[way] + 0.25 * v;
+	if (m->n[way] == DP_CMA_PROBES && m->n[!way] >= DP_CMA_PROBES)
+		INFO(NCCL_P2P, "rank %d <- %d: %zu-byte messages: %.2f GB/s through the FIFO, %.2f GB/s by cross-memory attach; %s",
+		     k->dp->comm->rank, k->l.peer, op->bytes,
+		     1.0 / m->nsPerByte[0], 1.0 / m->nsPerByte[1],
+		     m->nsPerByte[1] <= m->nsPerByte[0] ?
+		     "cross-memory attach" : "the FIFO");
+}
+
 static int dp_describe(void *arg, const void *buf, size_t bytes,
 		       struct mlap2p_xchg *x)
 {
@@ -357,7 +437,8 @@ static int dp_describe(void *arg, const void *buf, size_t bytes,
 	}
 	/* Below cmaMin the two copies through the FIFO cost less than the
 	 * system call and handshake (docs/performance.md). */
-	if (!k->cma || bytes < k->dp->cmaMin)
+	if (!k->cma || bytes < k->dp->cmaMin ||
+	    (k->dp->cmaAuto && !dp_cma_choose(k, bytes)))
 		return 0;
 	x->offset = (uintptr_t)buf;
 	return MLAP2P_DESCRIBE_ADDR;
@@ -535,6 +616,32 @@ static void dp_small_ranges(struct dp *dp, struct dp_link *k)
 	}
 }
 
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE	23	/* Linux 5.14 */
+#endif
+
+/*
+ * Fault @k's FIFOs in now, in this process's mapping, without touching
+ * their contents.  Otherwise each slot's first message pays for its pages
+ * (a 32 KiB SIMPLE step took 23 us instead of 3 in this VM for the first
+ * NCCL_STEPS messages), which MLAP2P_CMA=auto would take for the FIFO's
+ * speed.  Best effort: older kernels and device mappings say no.
+ */
+static void dp_prefault(const struct dp_link *k)
+{
+	uintptr_t pg = (uintptr_t)sysconf(_SC_PAGESIZE), lo, hi;
+	int p;
+
+	for (p = 0; p < NCCL_NUM_PROTOCOLS; p++) {
+		if (!k->l.conn->buffs[p] || !k->l.buffSizes[p])
+			continue;
+		lo = (uintptr_t)k->l.conn->buffs[p] & ~(pg - 1);
+		hi = ((uintptr_t)k->l.conn->buffs[p] + k->l.buffSizes[p] +
+		      pg - 1) & ~(pg - 1);
+		(void)madvise((void *)lo, hi - lo, MADV_POPULATE_WRITE);
+	}
+}
+
 /* The link to @peer, built on first use; @quiet: no WARN if unconnected. */
 static struct dp_link *dp_link(struct dp *dp, int peer, int send, int *err,
 			       int quiet)
@@ -624,6 +731,7 @@ static struct dp_link *dp_link(struct dp *dp, int peer, int send, int *err,
 			k->small |= 2;
 	}
 	dp_small_ranges(dp, k);
+	dp_prefault(k);
 	*slot = k;
 	return k;
 }
@@ -685,6 +793,9 @@ static void dp_complete(struct dp_link *k, int status)
 	if (!status && op->proto == NCCL_PROTO_SIMPLE &&
 	    op->mode != MLAP2P_MODE_FIFO && op->mode != MLAP2P_MODE_REFUSED)
 		k->direct++;
+	if (!status && !op->send && op->proto == NCCL_PROTO_SIMPLE &&
+	    k->cma && k->dp->cmaAuto && op->bytes >= k->dp->cmaMin)
+		dp_cma_record(k, op);
 	if (status && !k->err)
 		k->err = status;
 	dp_unland(k, op, status);

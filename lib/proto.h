@@ -137,7 +137,8 @@ struct mlap2p_xchg {
 	uint64_t step;		/* first step of the message offered */
 	uint64_t bytes;		/* bytes reachable from offset */
 	uint64_t offset;	/* into the region named by ipc, or the address */
-	uint64_t pad;
+	uint64_t start;		/* sender: CLOCK_MONOTONIC ns when it took the
+				 * offer (the receiver times the message) */
 	uint8_t ipc[64];	/* the region's IPC handle */
 	uint64_t revoked;	/* receiver: step + 1, the address is withdrawn */
 	uint64_t revokeAck;	/* sender: step + 1, it writes there no more */
@@ -250,6 +251,8 @@ struct mlap2p_op {
 	uint64_t steps;			/* payload steps of the message */
 	uint64_t copied;		/* split receiver: steps the slots
 					 * carried (refused by the peer) */
+	uint64_t senderStart;		/* receiver, when done: the sender's
+					 * xchg start, or 0 */
 };
 
 /* Per-protocol engines (lib/proto_ll.c, proto_ll128.c, proto_simple.c). */

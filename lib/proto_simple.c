@@ -27,6 +27,7 @@
 #include <errno.h>
 #include <stdbool.h>
 #include <string.h>
+#include <time.h>
 
 #include "proto.h"
 
@@ -92,6 +93,7 @@ int mlap2p_simple_start(struct mlap2p_op *op)
 	op->landed = 0;
 	op->split = 0;
 	op->copied = 0;
+	op->senderStart = 0;
 	op->steps = op->left;
 	op->state = conn->ptrExchange ? SIMPLE_XCHG : SIMPLE_STEPS;
 	if (op->send && op->bytes && !conn->ptrExchange && conn->ptrsFifo &&
@@ -173,12 +175,20 @@ static void simple_split_publish(struct mlap2p_op *op)
 	op->split = 1;
 }
 
+static uint64_t simple_now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+}
+
 /* Take the peer's offer for this message. */
 static int simple_accept(struct mlap2p_op *op)
 {
 	struct mlap2p_link *link = op->link;
 	void **px = link->conn->ptrExchange;
-	const struct mlap2p_xchg *x = simple_xchg(link->conn);
+	struct mlap2p_xchg *x = simple_xchg(link->conn);
 	void *val = __atomic_load_n(px, __ATOMIC_ACQUIRE);
 	void *ptr = NULL;
 	int ret;
@@ -216,6 +226,10 @@ static int simple_accept(struct mlap2p_op *op)
 		op->peerBuf = ptr;
 		op->mode = op->send ? MLAP2P_MODE_WRITE : MLAP2P_MODE_READ;
 	}
+	/* When the data starts to move, for the receiver's clock (its
+	 * tail acquires order it, as every step's data). */
+	if (op->send)
+		__atomic_store_n(&x->start, simple_now_ns(), __ATOMIC_RELAXED);
 	if (val != MLAP2P_XCHG_ADDR)
 		__atomic_store_n(px, NULL, __ATOMIC_RELEASE);
 	op->state = SIMPLE_STEPS;
@@ -482,6 +496,17 @@ static int simple_recv_steps(struct mlap2p_op *op)
 	return MLAP2P_OP_DONE;
 }
 
+/* Receiver: the steps, and when done when the sender started. */
+static int simple_recv(struct mlap2p_op *op)
+{
+	int ret = simple_recv_steps(op);
+
+	if (ret == MLAP2P_OP_DONE && op->link->conn->ptrExchange)
+		op->senderStart = __atomic_load_n(
+			&simple_xchg(op->link->conn)->start, __ATOMIC_RELAXED);
+	return ret;
+}
+
 int mlap2p_simple_progress(struct mlap2p_op *op)
 {
 	int ret;
@@ -491,10 +516,10 @@ int mlap2p_simple_progress(struct mlap2p_op *op)
 		ret = simple_provider(op) ? simple_offer(op) : simple_accept(op);
 		if (ret != MLAP2P_OP_MOVED)
 			return ret;
-		ret = op->send ? simple_send_steps(op) : simple_recv_steps(op);
+		ret = op->send ? simple_send_steps(op) : simple_recv(op);
 		return ret == MLAP2P_OP_IDLE ? MLAP2P_OP_MOVED : ret;
 	case SIMPLE_STEPS:
-		return op->send ? simple_send_steps(op) : simple_recv_steps(op);
+		return op->send ? simple_send_steps(op) : simple_recv(op);
 	case SIMPLE_DRAIN:
 		/* Read mode and split: the receiver copies from our buffer
 		 * until *head catches up with the last step; NETPTR: the proxy

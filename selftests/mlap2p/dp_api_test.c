@@ -890,15 +890,18 @@ TEST_F_TIMEOUT(solo, latency_path_agrees_with_requests, 120)
 /* ---- cross-memory attach only from MLAP2P_CMA_MIN ---------------------- */
 
 /*
- * With MLAP2P_CMA_MIN=64K, a plain receive buffer of one byte less goes
- * through the FIFO and one of 64 KiB by cross-memory attach (where the
- * system lets a process write into its sibling): both ends count one
- * single copy of two messages, or none.
+ * Rank 0 sends messages of the sizes given to rank 1, into a plain buffer;
+ * both then count how many went by single copy (cross-memory attach).
  */
-static int cma_min_body(struct job *j, int rank, struct mlap2p_comm *comm)
+struct cma_arg {
+	size_t sizes[8];
+	int n;
+	int direct;		/* single copies expected */
+};
+
+static int cma_body(struct job *j, int rank, struct mlap2p_comm *comm)
 {
-	const int expect = *(int *)j->arg;
-	const size_t sizes[2] = { 64 * KiB - 1, 64 * KiB };
+	const struct cma_arg *a = j->arg;
 	unsigned long long ops, direct;
 	int other = !rank, i, ret;
 	unsigned char *buf = malloc(64 * KiB);
@@ -909,14 +912,14 @@ static int cma_min_body(struct job *j, int rank, struct mlap2p_comm *comm)
 		     mlap2p_connect_peers(comm, 1, 0, NULL, 1, &other);
 	if (ret)
 		return 101;
-	for (i = 0; i < 2; i++) {
+	for (i = 0; i < a->n; i++) {
 		if (rank == 0) {
-			fill(buf, sizes[i], i);
-			ret = mlap2p_send(comm, buf, sizes[i], other);
+			fill(buf, a->sizes[i], i);
+			ret = mlap2p_send(comm, buf, a->sizes[i], other);
 		} else {
 			memset(buf, 0xee, 64 * KiB);
-			ret = mlap2p_recv(comm, buf, sizes[i], other);
-			if (!ret && wrong(buf, sizes[i], i))
+			ret = mlap2p_recv(comm, buf, a->sizes[i], other);
+			if (!ret && wrong(buf, a->sizes[i], i))
 				ret = -EBADMSG;
 		}
 		if (ret)
@@ -925,23 +928,59 @@ static int cma_min_body(struct job *j, int rank, struct mlap2p_comm *comm)
 	free(buf);
 	if (dp_link_counts(comm, NULL, &ops, &direct))
 		return 103;
-	if (ops != 2 || direct != (unsigned long long)expect) {
-		fprintf(stderr, "# rank %d: %llu of %llu ops single copy, want %d of 2\n",
-			rank, direct, ops, expect);
+	if (ops != (unsigned long long)a->n ||
+	    direct != (unsigned long long)a->direct) {
+		fprintf(stderr, "# rank %d: %llu of %llu ops single copy, want %d of %d\n",
+			rank, direct, ops, a->direct, a->n);
 		return 104;
 	}
 	return 0;
 }
 
+/*
+ * With MLAP2P_CMA_MIN=64K, a plain receive buffer of one byte less goes
+ * through the FIFO and one of 64 KiB by cross-memory attach (where the
+ * system lets a process write into its sibling): both ends count one
+ * single copy of two messages, or none.
+ */
 TEST_F_TIMEOUT(solo, cma_only_from_min_size, 60)
 {
-	int expect = cma_between_siblings();
-	struct job j = { .n = 2, .cores = { 0, 4 }, .fn = cma_min_body,
-			 .arg = &expect };
+	struct cma_arg a = { .sizes = { 64 * KiB - 1, 64 * KiB }, .n = 2 };
+	struct job j = { .n = 2, .cores = { 0, 4 }, .fn = cma_body,
+			 .arg = &a };
 
+	a.direct = cma_between_siblings();
+	setenv("MLAP2P_CMA", "1", 1);
 	setenv("MLAP2P_CMA_MIN", "64K", 1);
 	EXPECT_EQ(0, job_run(&j, 50));
 	unsetenv("MLAP2P_CMA_MIN");
+	unsetenv("MLAP2P_CMA");
+}
+
+/*
+ * MLAP2P_CMA=auto (the default) times both ways before it picks one for
+ * a size class: of the first six 64 KiB messages exactly three go by
+ * cross-memory attach, alternating with the FIFO; with MLAP2P_CMA=1 all
+ * six, with 0 none.  Where the system refuses cross-memory attach, none.
+ */
+TEST_F_TIMEOUT(solo, cma_auto_tries_both_ways, 90)
+{
+	struct cma_arg a = { .n = 6 };
+	struct job j = { .n = 2, .cores = { 0, 4 }, .fn = cma_body,
+			 .arg = &a };
+	int can = cma_between_siblings(), i;
+
+	for (i = 0; i < a.n; i++)
+		a.sizes[i] = 64 * KiB;
+	a.direct = can ? 3 : 0;
+	EXPECT_EQ(0, job_run(&j, 25));
+	setenv("MLAP2P_CMA", "1", 1);
+	a.direct = can ? 6 : 0;
+	EXPECT_EQ(0, job_run(&j, 25));
+	setenv("MLAP2P_CMA", "0", 1);
+	a.direct = 0;
+	EXPECT_EQ(0, job_run(&j, 25));
+	unsetenv("MLAP2P_CMA");
 }
 
 TEST_HARNESS_MAIN
