@@ -40,7 +40,7 @@
 #define DP_CMA_MIN		(32UL << 10)	/* cross-memory attach from */
 #define DP_CMA_BUCKETS		12		/* 32 KiB .. 64 MiB and up */
 #define DP_CMA_PROBES		3		/* messages each way first */
-#define DP_CMA_RECHECK		32		/* then the other every so many */
+#define DP_CMA_RECHECK		32		/* then the other now and then */
 #define DP_SMALL_MAX		MLAP2P_LL128_SMALL	/* dp_small() up to this */
 #define DP_PEER_TIMEOUT_MS	5000
 #define DP_MAX_COMMS		64		/* for the dump signal */
@@ -53,7 +53,7 @@ struct dp;
  * from the sender taking the offer to the last byte in.
  */
 struct dp_cma_stat {
-	uint32_t n[2];			/* messages timed (the first is not used) */
+	uint32_t n[2];			/* messages timed (not the first) */
 	uint32_t msgs;			/* chosen since both were known */
 	double nsPerByte[2];		/* moving average */
 };
@@ -73,7 +73,7 @@ struct dp_link {
 	int pidfd;			/* the peer's process, or -1 */
 	uint64_t cmaNext;		/* where the message's next step goes */
 	unsigned int usable;		/* protocols these buffers carry */
-	int small;			/* the buffers fit dp_small(): 1 LL, 2 LL128 */
+	int small;			/* dp_small() fits: 1 LL, 2 LL128 */
 	/* dp_small() takes LL messages of [0, llEnd) bytes and LL128 ones of
 	 * [ll128Beg, ll128End): dp_small_ranges() from dp_pick(). */
 	size_t llEnd, ll128Beg, ll128End;

@@ -525,18 +525,21 @@ static inline int mlap2p_ll_recv_small(struct mlap2p_link *link, void *buf,
 	for (;;) {
 		hi = __atomic_load_n(&line[2 * last + 1], __ATOMIC_RELAXED);
 		lo = __atomic_load_n(&line[2 * last], __ATOMIC_RELAXED);
-		if ((uint32_t)(hi >> 32) == flag && (uint32_t)(lo >> 32) == flag)
+		if ((uint32_t)(hi >> 32) == flag &&
+		    (uint32_t)(lo >> 32) == flag)
 			break;
 		if (!--polls)
 			return 0;
 	}
 	for (i = 0; i < last; i++) {
-		uint64_t l = __atomic_load_n(&line[2 * i], __ATOMIC_RELAXED);
-		uint64_t h = __atomic_load_n(&line[2 * i + 1], __ATOMIC_RELAXED);
+		const uint64_t *w = &line[2 * i];
+		uint64_t l = __atomic_load_n(&w[0], __ATOMIC_RELAXED);
+		uint64_t h = __atomic_load_n(&w[1], __ATOMIC_RELAXED);
 		uint64_t v = (l & 0xffffffffu) | (h << 32);
 
+		/* nothing taken yet: start over later */
 		if ((uint32_t)(l >> 32) != flag || (uint32_t)(h >> 32) != flag)
-			return 0;	/* nothing taken yet: start over later */
+			return 0;
 		memcpy(dst + i * MLAP2P_LL_PAYLOAD, &v, sizeof(v));
 	}
 	mlap2p_ll_put_tail(dst + last * MLAP2P_LL_PAYLOAD,
