@@ -983,4 +983,46 @@ TEST_F_TIMEOUT(solo, cma_auto_tries_both_ways, 90)
 	unsetenv("MLAP2P_CMA");
 }
 
+/* ---- MLAP2P_CMA and MLAP2P_CMA_MIN values ------------------------------ */
+
+/* The first data-plane call's result, which reads the settings. */
+static int settings_body(struct job *j, int rank, struct mlap2p_comm *comm)
+{
+	int want = *(int *)j->arg;
+	int got = mlap2p_set_proto(comm, MLAP2P_PROTO_AUTO);
+
+	(void)rank;
+	if (got != want) {
+		fprintf(stderr, "# rank %d: mlap2p_set_proto: %d, want %d\n",
+			rank, got, want);
+		return 110;
+	}
+	return 0;
+}
+
+/* off/on/auto (or 0/1/2) and a size are taken; anything else is -EINVAL. */
+TEST_F_TIMEOUT(solo, cma_settings_checked, 60)
+{
+	static const struct { const char *var, *val; int want; } cases[] = {
+		{ "MLAP2P_CMA", "auto", 0 }, { "MLAP2P_CMA", "off", 0 },
+		{ "MLAP2P_CMA", "ON", 0 }, { "MLAP2P_CMA", "2", 0 },
+		{ "MLAP2P_CMA", "sometimes", -EINVAL },
+		{ "MLAP2P_CMA", "3", -EINVAL },
+		{ "MLAP2P_CMA_MIN", "64K", 0 }, { "MLAP2P_CMA_MIN", "0", 0 },
+		{ "MLAP2P_CMA_MIN", "lots", -EINVAL },
+	};
+	unsigned int i;
+
+	for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		int want = cases[i].want;
+		struct job j = { .n = 2, .cores = { 0, 4 }, .threads = 1,
+				 .fn = settings_body, .arg = &want };
+
+		setenv(cases[i].var, cases[i].val, 1);
+		EXPECT_EQ(0, job_run(&j, 30))
+			TH_LOG("%s=%s", cases[i].var, cases[i].val);
+		unsetenv(cases[i].var);
+	}
+}
+
 TEST_HARNESS_MAIN
