@@ -25,7 +25,6 @@
 #include <sys/mman.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "internal.h"
@@ -396,15 +395,12 @@ static void dp_cma_record(struct dp_link *k, const struct mlap2p_op *op)
 {
 	struct dp_cma_stat *m = dp_cma_stat(k, op->bytes);
 	int way = op->offeredAddr ? 1 : 0;
-	struct timespec ts;
+	uint64_t now = mlap2p_now_ns();
 	double v;
-	uint64_t now;
 
-	if (!op->senderStart || (op->mode != MLAP2P_MODE_FIFO &&
-				 op->mode != MLAP2P_MODE_WRITE))
+	if (op->senderStart <= MLAP2P_XCHG_TIME_ME ||
+	    (op->mode != MLAP2P_MODE_FIFO && op->mode != MLAP2P_MODE_WRITE))
 		return;	/* not timed, or refused: the slots carried it */
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	now = (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
 	if (now <= op->senderStart)
 		return;
 	v = (double)(now - op->senderStart) / (double)op->bytes;
@@ -437,9 +433,13 @@ static int dp_describe(void *arg, const void *buf, size_t bytes,
 	}
 	/* Below cmaMin the two copies through the FIFO cost less than the
 	 * system call and handshake (docs/performance.md). */
-	if (!k->cma || bytes < k->dp->cmaMin ||
-	    (k->dp->cmaAuto && !dp_cma_choose(k, bytes)))
+	if (!k->cma || bytes < k->dp->cmaMin)
 		return 0;
+	if (k->dp->cmaAuto) {
+		x->start = MLAP2P_XCHG_TIME_ME;	/* for dp_cma_record() */
+		if (!dp_cma_choose(k, bytes))
+			return 0;
+	}
 	x->offset = (uintptr_t)buf;
 	return MLAP2P_DESCRIBE_ADDR;
 }

@@ -118,6 +118,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
+#include <time.h>
 
 #include <mlap2p/transport.h>
 
@@ -137,8 +138,9 @@ struct mlap2p_xchg {
 	uint64_t step;		/* first step of the message offered */
 	uint64_t bytes;		/* bytes reachable from offset */
 	uint64_t offset;	/* into the region named by ipc, or the address */
-	uint64_t start;		/* sender: CLOCK_MONOTONIC ns when it took the
-				 * offer (the receiver times the message) */
+	uint64_t start;		/* receiver: MLAP2P_XCHG_TIME_ME to time the
+				 * message; sender: then mlap2p_now_ns() when
+				 * it took the offer */
 	uint8_t ipc[64];	/* the region's IPC handle */
 	uint64_t revoked;	/* receiver: step + 1, the address is withdrawn */
 	uint64_t revokeAck;	/* sender: step + 1, it writes there no more */
@@ -151,6 +153,8 @@ _Static_assert(MLAP2P_XCHG_OFFSET >= offsetof(struct ncclSendMem, ptrExchange) +
 	       CACHE_LINE_SIZE, "descriptor must not share ptrExchange's line");
 _Static_assert(MLAP2P_XCHG_OFFSET + sizeof(struct mlap2p_xchg) <= MEM_ALIGN,
 	       "descriptor must fit the header page");
+
+#define MLAP2P_XCHG_TIME_ME	1
 
 /* LL and LL128 line geometry. */
 #define MLAP2P_LL_LINE		16
@@ -401,6 +405,15 @@ static inline int mlap2p_has_data(struct mlap2p_link *link, uint64_t s)
 	return link->tail >= s + 1;
 }
 
+/* CLOCK_MONOTONIC in nanoseconds. */
+static inline uint64_t mlap2p_now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+}
+
 static inline size_t mlap2p_min(size_t a, size_t b)
 {
 	return a < b ? a : b;
@@ -420,18 +433,19 @@ static inline uint32_t mlap2p_ll_flag(uint64_t step)
 	return (uint32_t)(step + 1);
 }
 
-static inline size_t mlap2p_ll_slot_lines(const struct mlap2p_link *link)
+/* How many whole lines of @line bytes a slot of @proto's buffer holds. */
+static inline size_t mlap2p_proto_slot_lines(const struct mlap2p_link *link,
+					     int proto, size_t line)
 {
-	return link->buffSizes[NCCL_PROTO_LL] / NCCL_STEPS / MLAP2P_LL_LINE;
+	return link->buffSizes[proto] / NCCL_STEPS / line;
 }
 
 /* Where step @step's slot of @proto's buffer, of lines of @line bytes, is. */
 static inline void *mlap2p_proto_slot(const struct mlap2p_link *link,
 				      int proto, size_t line, uint64_t step)
 {
-	size_t lines = link->buffSizes[proto] / NCCL_STEPS / line;
-
-	return link->conn->buffs[proto] + (step % NCCL_STEPS) * lines * line;
+	return link->conn->buffs[proto] + (step % NCCL_STEPS) *
+	       mlap2p_proto_slot_lines(link, proto, line) * line;
 }
 
 static inline uint64_t *mlap2p_ll_slot(const struct mlap2p_link *link,

@@ -74,7 +74,8 @@ static int ll_send(struct mlap2p_op *op)
 {
 	struct mlap2p_link *link = op->link;
 	struct ncclConnInfo *conn = link->conn;
-	size_t slotLines = mlap2p_ll_slot_lines(link);
+	size_t slotLines = mlap2p_proto_slot_lines(link, NCCL_PROTO_LL,
+						   MLAP2P_LL_LINE);
 	int moved = 0;
 
 	while (op->left) {

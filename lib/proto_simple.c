@@ -27,7 +27,6 @@
 #include <errno.h>
 #include <stdbool.h>
 #include <string.h>
-#include <time.h>
 
 #include "proto.h"
 
@@ -175,14 +174,6 @@ static void simple_split_publish(struct mlap2p_op *op)
 	op->split = 1;
 }
 
-static uint64_t simple_now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
-}
-
 /* Take the peer's offer for this message. */
 static int simple_accept(struct mlap2p_op *op)
 {
@@ -226,10 +217,10 @@ static int simple_accept(struct mlap2p_op *op)
 		op->peerBuf = ptr;
 		op->mode = op->send ? MLAP2P_MODE_WRITE : MLAP2P_MODE_READ;
 	}
-	/* When the data starts to move, for the receiver's clock (its
-	 * tail acquires order it, as every step's data). */
-	if (op->send)
-		__atomic_store_n(&x->start, simple_now_ns(), __ATOMIC_RELAXED);
+	/* When the data starts to move, if the receiver times the
+	 * message (its tail acquires order it, as every step's data). */
+	if (op->send && __atomic_load_n(&x->start, __ATOMIC_RELAXED))
+		__atomic_store_n(&x->start, mlap2p_now_ns(), __ATOMIC_RELAXED);
 	if (val != MLAP2P_XCHG_ADDR)
 		__atomic_store_n(px, NULL, __ATOMIC_RELEASE);
 	op->state = SIMPLE_STEPS;
