@@ -37,6 +37,7 @@
 #define DP_LL128_MAX		(4UL << 10)	/* then LL128 up to this */
 #define DP_CHUNK		(128UL << 10)	/* SIMPLE bytes per step */
 #define DP_CMA_MIN		(32UL << 10)	/* cross-memory attach from */
+#define DP_NT_MIN		(8UL << 20)	/* streaming copy-out from */
 #define DP_CMA_BUCKETS		12		/* 32 KiB .. 64 MiB and up */
 #define DP_CMA_PROBES		3		/* messages each way first */
 #define DP_CMA_RECHECK		32		/* then the other now and then */
@@ -90,6 +91,7 @@ struct dp {
 	int noCma;
 	int cmaAuto;			/* choose per size class by timing */
 	uint64_t cmaMin;		/* smaller messages: the FIFO */
+	uint64_t ntMin;			/* link->ntMin */
 	int noPull;
 	long peerTimeoutMs, liveEveryMs;
 	int64_t nextLive;
@@ -303,6 +305,10 @@ static int dp_params(struct dp *dp)
 	dp->cmaAuto = mode == 2;
 	ret = mlap2p_env_size("MLAP2P_CMA_MIN", 0, 1ULL << 40, DP_CMA_MIN,
 			      &dp->cmaMin);
+	if (ret)
+		return ret;
+	ret = mlap2p_env_size("MLAP2P_NT_MIN", 0, 1ULL << 40, DP_NT_MIN,
+			      &dp->ntMin);
 	if (ret)
 		return ret;
 	ret = mlap2p_env_int("MLAP2P_CMA_PULL", 0, 1, 1, &v);
@@ -682,6 +688,7 @@ static struct dp_link *dp_link(struct dp *dp, int peer, int send, int *err,
 	for (p = 0; p < NCCL_NUM_PROTOCOLS; p++)
 		k->l.buffSizes[p] = (size_t)conn->buffSizes[p];
 	k->l.chunkSize = dp->chunk;
+	k->l.ntMin = dp->ntMin;
 	k->l.peer = peer;
 	k->l.channel = conn->channel;
 	if (conn->read)

@@ -122,6 +122,8 @@
 
 #include <mlap2p/transport.h>
 
+#include "copy.h"
+
 /* Where the single-copy descriptor lives: ncclSendMem's header page. */
 #define MLAP2P_XCHG_OFFSET	0x100
 
@@ -182,6 +184,9 @@ struct mlap2p_link {
 	struct ncclConnInfo *conn;	/* wired by the connect path */
 	size_t buffSizes[NCCL_NUM_PROTOCOLS];
 	size_t chunkSize;		/* SIMPLE bytes per step; 0 = stepSize */
+	size_t ntMin;			/* SIMPLE messages of at least this many
+					 * bytes go into the receive buffer with
+					 * mlap2p_copy_nt(); 0 = never */
 	unsigned int flags;		/* MLAP2P_LINK_* */
 	int peer;			/* peer rank, for messages */
 	int channel;

@@ -57,6 +57,16 @@ static inline char *simple_slot(struct mlap2p_op *op, uint64_t step)
 	       (link->buffSizes[NCCL_PROTO_SIMPLE] / NCCL_STEPS);
 }
 
+/* Copy a step into the receive buffer, from a slot or the send buffer. */
+static inline void simple_deliver(const struct mlap2p_op *op, void *dst,
+				   const void *src, size_t n)
+{
+	if (op->link->ntMin && op->bytes >= op->link->ntMin)
+		mlap2p_copy_nt(dst, src, n);
+	else
+		memcpy(dst, src, n);
+}
+
 /* NET: did the proxy receive step @s in place, where it belongs? */
 static inline int simple_landed(const struct mlap2p_op *op, uint64_t s)
 {
@@ -312,7 +322,8 @@ static int simple_send_steps(struct mlap2p_op *op)
 					 (void *)(op->buf + op->off),
 					 __ATOMIC_RELAXED);
 		else if (op->mode == MLAP2P_MODE_WRITE)
-			memcpy(op->peerBuf + op->off, op->buf + op->off, n);
+			simple_deliver(op, op->peerBuf + op->off,
+				       op->buf + op->off, n);
 		else if (op->mode == MLAP2P_MODE_FIFO ||
 			 op->mode == MLAP2P_MODE_REFUSED)
 			memcpy(simple_slot(op, s), op->buf + op->off, n);
@@ -431,7 +442,8 @@ static int simple_recv_split(struct mlap2p_op *op)
 			return MLAP2P_OP_MOVED;	/* one copy per call */
 		}
 		if (copy) {
-			memcpy(op->buf + op->off, simple_slot(op, s), n);
+			simple_deliver(op, op->buf + op->off,
+					simple_slot(op, s), n);
 			simple_recv_next(op, n);
 			op->copied++;
 			return MLAP2P_OP_MOVED;
@@ -471,11 +483,13 @@ static int simple_recv_steps(struct mlap2p_op *op)
 		if (size != (op->mode == MLAP2P_MODE_REFUSED ? ~(int)n : (int)n))
 			return -EPROTO;
 		if (op->mode == MLAP2P_MODE_READ)
-			memcpy(op->buf + op->off, op->peerBuf + op->off, n);
+			simple_deliver(op, op->buf + op->off,
+					op->peerBuf + op->off, n);
 		else if ((op->mode == MLAP2P_MODE_FIFO ||
 			  op->mode == MLAP2P_MODE_REFUSED) &&
 			 !simple_landed(op, s))
-			memcpy(op->buf + op->off, simple_slot(op, s), n);
+			simple_deliver(op, op->buf + op->off,
+					simple_slot(op, s), n);
 		simple_recv_next(op, n);
 		moved = 1;
 		if (op->off == n && simple_split_seen(op))

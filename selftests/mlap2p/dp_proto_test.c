@@ -337,6 +337,8 @@ FIXTURE_VARIANT(wire) {
 	size_t ll, ll128, simple, chunk;
 	unsigned int flags;
 	int addr;		/* offer by address; 1 writes work, 2 -EPERM */
+	size_t nt;		/* ntMin: streaming stores into the receive
+				 * buffer from this size */
 };
 
 #define NCCL_DEFAULTS .ll = 512 * KiB, .ll128 = 4800 * KiB, .simple = 4 * MiB
@@ -391,12 +393,32 @@ FIXTURE_VARIANT_ADD(wire, simple_addr_read) {
 	.flags = MLAP2P_LINK_READ,
 };
 
+/* Streaming stores for every message, at steps not 16-byte aligned. */
+FIXTURE_VARIANT_ADD(wire, simple_nt) {
+	.proto = NCCL_PROTO_SIMPLE, NCCL_DEFAULTS, .chunk = 3000, .nt = 1,
+};
+
+FIXTURE_VARIANT_ADD(wire, simple_nt_write) {
+	.proto = NCCL_PROTO_SIMPLE, NCCL_DEFAULTS, .chunk = 3000, .nt = 1,
+	.flags = MLAP2P_LINK_SAMEPROC,
+};
+
+FIXTURE_VARIANT_ADD(wire, simple_nt_read) {
+	.proto = NCCL_PROTO_SIMPLE, NCCL_DEFAULTS, .chunk = 3000, .nt = 1,
+	.flags = MLAP2P_LINK_SAMEPROC | MLAP2P_LINK_READ,
+};
+
+FIXTURE_VARIANT_ADD(wire, simple_nt_refused) {
+	.proto = NCCL_PROTO_SIMPLE, NCCL_DEFAULTS, .nt = 1, .addr = 2,
+};
+
 FIXTURE_SETUP(wire)
 {
 	ASSERT_EQ(0, wire_init(&self->w, variant->ll, variant->ll128,
 			       variant->simple, variant->flags, variant->chunk));
 	if (variant->addr)
 		wire_addr(&self->w, variant->addr == 2 ? -EPERM : 0);
+	self->w.slink.ntMin = self->w.rlink.ntMin = variant->nt;
 }
 
 FIXTURE_TEARDOWN(wire)

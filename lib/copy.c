@@ -1,0 +1,55 @@
+// SPDX-License-Identifier: MIT
+/*
+ * lib/copy.c: copies into memory the copier will not read again soon.
+ *
+ * A receive buffer much larger than the caches is written once and the
+ * slot it comes from is reused at once: a plain memcpy first reads every
+ * destination line in (for ownership) and then evicts it dirty, so each
+ * byte crosses the memory bus twice on its way out.  Non-temporal stores
+ * write whole lines around the caches.  Only where SSE2 is (every x86-64);
+ * elsewhere, memcpy.
+ */
+#include <stdint.h>
+#include <string.h>
+
+#include "copy.h"
+
+#if defined(__x86_64__)
+#include <emmintrin.h>
+
+void mlap2p_copy_nt(void *dst, const void *src, size_t n)
+{
+	char *d = dst;
+	const char *s = src;
+	size_t head = -(uintptr_t)d & 15;
+
+	if (n < 1024) {
+		memcpy(d, s, n);
+		return;
+	}
+	memcpy(d, s, head);
+	d += head;
+	s += head;
+	n -= head;
+	for (; n >= 64; n -= 64, d += 64, s += 64) {
+		__m128i a = _mm_loadu_si128((const __m128i *)s);
+		__m128i b = _mm_loadu_si128((const __m128i *)(s + 16));
+		__m128i c = _mm_loadu_si128((const __m128i *)(s + 32));
+		__m128i e = _mm_loadu_si128((const __m128i *)(s + 48));
+
+		_mm_stream_si128((__m128i *)d, a);
+		_mm_stream_si128((__m128i *)(d + 16), b);
+		_mm_stream_si128((__m128i *)(d + 32), c);
+		_mm_stream_si128((__m128i *)(d + 48), e);
+	}
+	memcpy(d, s, n);
+	/* Streaming stores are weakly ordered: have them all visible before
+	 * whatever this copy is followed by (a head release, a completion). */
+	_mm_sfence();
+}
+#else
+void mlap2p_copy_nt(void *dst, const void *src, size_t n)
+{
+	memcpy(dst, src, n);
+}
+#endif

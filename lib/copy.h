@@ -1,0 +1,15 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * lib/copy.h: memcpy with non-temporal stores, for destinations the
+ * copier will not read again soon (lib/copy.c).  Also built into
+ * bench/ring2copy.
+ */
+#ifndef MLAP2P_COPY_H
+#define MLAP2P_COPY_H
+
+#include <stddef.h>
+
+/* memcpy(dst, src, n) around the caches, ordered by a store fence. */
+void mlap2p_copy_nt(void *dst, const void *src, size_t n);
+
+#endif
