@@ -401,12 +401,13 @@ static void dp_cma_record(struct dp_link *k, const struct mlap2p_op *op)
 {
 	struct dp_cma_stat *m = dp_cma_stat(k, op->bytes);
 	int way = op->offeredAddr ? 1 : 0;
-	uint64_t now = mlap2p_now_ns();
+	uint64_t now;
 	double v;
 
 	if (op->senderStart <= MLAP2P_XCHG_TIME_ME ||
 	    (op->mode != MLAP2P_MODE_FIFO && op->mode != MLAP2P_MODE_WRITE))
 		return;	/* not timed, or refused: the slots carried it */
+	now = mlap2p_now_ns();
 	if (now <= op->senderStart)
 		return;
 	v = (double)(now - op->senderStart) / (double)op->bytes;

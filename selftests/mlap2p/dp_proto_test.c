@@ -408,6 +408,7 @@ FIXTURE_VARIANT_ADD(wire, simple_nt_read) {
 	.flags = MLAP2P_LINK_SAMEPROC | MLAP2P_LINK_READ,
 };
 
+/* (the refused split's copy: split_write_refused_front_through_slots) */
 FIXTURE_VARIANT_ADD(wire, simple_nt_refused) {
 	.proto = NCCL_PROTO_SIMPLE, NCCL_DEFAULTS, .nt = 1, .addr = 2,
 };
@@ -1207,35 +1208,42 @@ TEST(split_pull_refused_sender_writes_all)
 /*
  * The sender may not write into the receiver (-EPERM on its first step):
  * its steps go through the slots (sizes ~n), the receiver still pulls the
- * back half, and the bytes arrive exact.
+ * back half, and the bytes arrive exact; copied out plainly, then with
+ * streaming stores (ntMin 1).
  */
 TEST(split_write_refused_front_through_slots)
 {
 	const size_t bytes = MiB + 13;
 	char *src = malloc(bytes), *dst = malloc(bytes);
 	struct wire w;
+	size_t nt;
 
 	ASSERT_NE(NULL, src);
 	ASSERT_NE(NULL, dst);
-	ASSERT_EQ(0, split_wire(&w, 0, 0));
-	w.writeErr = -EPERM;
-	fill(src, bytes, 60);
-	memset(dst, 0, bytes);
-	ASSERT_EQ(0, exchange(&w, src, dst, bytes));
-	EXPECT_EQ(0, count_wrong(dst, bytes, 60));
-	EXPECT_EQ(1, w.writes);
-	EXPECT_EQ(5, w.reads);
-	EXPECT_EQ(MLAP2P_LINK_NOREMOTE, w.slink.flags & MLAP2P_LINK_NOREMOTE);
-	EXPECT_FALSE(all_zero(w.sconn.buffs[NCCL_PROTO_SIMPLE], 4 * MiB));
-	EXPECT_EQ((uint64_t)9, w.rconn.step);
-	/* refused from the start: no split, the slots carry it all */
-	fill(src, bytes, 61);
-	ASSERT_EQ(0, exchange(&w, src, dst, bytes));
-	EXPECT_EQ(0, count_wrong(dst, bytes, 61));
-	EXPECT_EQ(1, w.writes);
-	EXPECT_EQ(5, w.reads);
-	EXPECT_EQ((uint64_t)18, w.rconn.step);
-	wire_fini(&w);
+	for (nt = 0; nt < 2; nt++) {
+		ASSERT_EQ(0, split_wire(&w, 0, 0));
+		w.slink.ntMin = w.rlink.ntMin = nt;
+		w.writeErr = -EPERM;
+		fill(src, bytes, 60);
+		memset(dst, 0, bytes);
+		ASSERT_EQ(0, exchange(&w, src, dst, bytes));
+		EXPECT_EQ(0, count_wrong(dst, bytes, 60));
+		EXPECT_EQ(1, w.writes);
+		EXPECT_EQ(5, w.reads);
+		EXPECT_EQ(MLAP2P_LINK_NOREMOTE,
+			  w.slink.flags & MLAP2P_LINK_NOREMOTE);
+		EXPECT_FALSE(all_zero(w.sconn.buffs[NCCL_PROTO_SIMPLE],
+				      4 * MiB));
+		EXPECT_EQ((uint64_t)9, w.rconn.step);
+		/* refused from the start: no split, the slots carry it all */
+		fill(src, bytes, 61);
+		ASSERT_EQ(0, exchange(&w, src, dst, bytes));
+		EXPECT_EQ(0, count_wrong(dst, bytes, 61));
+		EXPECT_EQ(1, w.writes);
+		EXPECT_EQ(5, w.reads);
+		EXPECT_EQ((uint64_t)18, w.rconn.step);
+		wire_fini(&w);
+	}
 	free(src);
 	free(dst);
 }
