@@ -118,10 +118,10 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
-#include <time.h>
 
 #include <mlap2p/transport.h>
 
+#include "clock.h"
 #include "copy.h"
 
 /* Where the single-copy descriptor lives: ncclSendMem's header page. */
@@ -408,15 +408,6 @@ static inline int mlap2p_has_data(struct mlap2p_link *link, uint64_t s)
 		return 1;
 	link->tail = mlap2p_load_acquire(link->conn->tail);
 	return link->tail >= s + 1;
-}
-
-/* CLOCK_MONOTONIC in nanoseconds. */
-static inline uint64_t mlap2p_now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
 }
 
 static inline size_t mlap2p_min(size_t a, size_t b)

@@ -7,10 +7,10 @@
 #include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 #include <sys/random.h>
 
+#include "clock.h"
 #include "internal.h"
 
 /* FNV-1a, 64 bit, seeded. */
@@ -29,10 +29,7 @@ uint64_t mlap2p_hash(const void *data, size_t len, uint64_t seed)
 
 int64_t mlap2p_now_ms(void)
 {
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+	return (int64_t)(mlap2p_now_ns() / 1000000);
 }
 
 int mlap2p_proc_start_time(pid_t pid, uint64_t *ticks)

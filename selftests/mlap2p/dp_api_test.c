@@ -1013,7 +1013,7 @@ TEST_F_TIMEOUT(solo, cma_auto_ignores_regions, 60)
 	EXPECT_EQ(0, job_run(&j, 50));
 }
 
-/* ---- MLAP2P_CMA and MLAP2P_CMA_MIN values ------------------------------ */
+/* ---- MLAP2P_CMA, MLAP2P_CMA_MIN and MLAP2P_NT_MIN values --------------- */
 
 /* The first data-plane call's result, which reads the settings. */
 static int settings_body(struct job *j, int rank, struct mlap2p_comm *comm)
@@ -1030,7 +1030,7 @@ static int settings_body(struct job *j, int rank, struct mlap2p_comm *comm)
 	return 0;
 }
 
-/* off/on/auto (or 0/1/2) and a size are taken; anything else is -EINVAL. */
+/* off/on/auto (or 0/1/2) and sizes are taken; anything else is -EINVAL. */
 TEST_F_TIMEOUT(solo, cma_settings_checked, 60)
 {
 	static const struct { const char *var, *val; int want; } cases[] = {
@@ -1040,6 +1040,8 @@ TEST_F_TIMEOUT(solo, cma_settings_checked, 60)
 		{ "MLAP2P_CMA", "3", -EINVAL },
 		{ "MLAP2P_CMA_MIN", "64K", 0 }, { "MLAP2P_CMA_MIN", "0", 0 },
 		{ "MLAP2P_CMA_MIN", "lots", -EINVAL },
+		{ "MLAP2P_NT_MIN", "8M", 0 }, { "MLAP2P_NT_MIN", "0", 0 },
+		{ "MLAP2P_NT_MIN", "fast", -EINVAL },
 	};
 	unsigned int i;
 

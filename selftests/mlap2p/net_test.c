@@ -1149,11 +1149,23 @@ static int wait_for(pid_t pid, int ms)
 	return -1;
 }
 
+/*
+ * The peer timeout of the two ranks of these tests: 2 s, or 6 s in the
+ * slow lanes (MLAP2P_TEST_QUICK: TSan, the VMs), where a KASAN guest once
+ * took more than 2 s to move its first megabyte and its live peer was
+ * declared silent before anything streamed.
+ */
+static int procs_timeout_ms(void)
+{
+	return getenv("MLAP2P_TEST_QUICK") ? 6000 : 2000;
+}
+
 FIXTURE(procs) {
 	char dir[64];
 	char log[2][128];
 	pid_t pid[2];
 	char commId[64];
+	char timeout[48];	/* MLAP2P_PEER_TIMEOUT=procs_timeout_ms() */
 };
 
 FIXTURE_SETUP(procs)
@@ -1173,6 +1185,8 @@ FIXTURE_SETUP(procs)
 	ASSERT_LT(0, port);
 	snprintf(self->commId, sizeof(self->commId), "NCCL_COMM_ID=127.0.0.1:%d",
 		 port);
+	snprintf(self->timeout, sizeof(self->timeout),
+		 "MLAP2P_PEER_TIMEOUT=%dms", procs_timeout_ms());
 }
 
 FIXTURE_TEARDOWN(procs)
@@ -1187,23 +1201,6 @@ FIXTURE_TEARDOWN(procs)
 	for (i = 0; i < 2; i++)
 		unlink(self->log[i]);
 	rmdir(self->dir);
-}
-
-/*
- * The peer timeout of the two ranks of these tests: 2 s, or 6 s in the
- * slow lanes (MLAP2P_TEST_QUICK: TSan, the VMs), where a KASAN guest once
- * took more than 2 s to move its first megabyte and its live peer was
- * declared silent before anything streamed.
- */
-static int procs_timeout_ms(void)
-{
-	return getenv("MLAP2P_TEST_QUICK") ? 6000 : 2000;
-}
-
-static const char *procs_timeout(void)
-{
-	return getenv("MLAP2P_TEST_QUICK") ? "MLAP2P_PEER_TIMEOUT=6s" :
-					     "MLAP2P_PEER_TIMEOUT=2s";
 }
 
 /* Both ranks streaming through NET before we hurt one. */
@@ -1224,7 +1221,7 @@ TEST_F_TIMEOUT(procs, peer_killed_mid_transfer, 60)
 {
 	const char *env[] = {
 		self->commId, "MLAP2P_RUNTIME=host", "NCCL_P2P_DISABLE=1",
-		procs_timeout(), "NCCL_DEBUG=WARN", NULL,
+		self->timeout, "NCCL_DEBUG=WARN", NULL,
 	};
 	int st, i;
 
@@ -1258,7 +1255,7 @@ TEST_F_TIMEOUT(procs, silent_peer_times_out, 60)
 {
 	const char *env[] = {
 		self->commId, "MLAP2P_RUNTIME=host", "NCCL_P2P_DISABLE=1",
-		procs_timeout(), "NCCL_DEBUG=WARN", NULL,
+		self->timeout, "NCCL_DEBUG=WARN", NULL,
 	};
 	int64_t limit = procs_timeout_ms() + 8000;
 	int64_t t0;
