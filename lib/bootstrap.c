@@ -116,6 +116,12 @@ struct mlap2p_bootstrap {
 	int nextId;
 };
 
+/* The communicator's liveness check (comm->peerAlive), or "alive". */
+static int bootstrap_peer_alive(struct mlap2p_bootstrap *s, int peer)
+{
+	return s->comm->peerAlive ? s->comm->peerAlive(s->comm, peer) : 0;
+}
+
 static int64_t bs_deadline(long ms)
 {
 	return ms > 0 ? mlap2p_now_ms() + ms : -1;
@@ -701,7 +707,7 @@ static int bs_connect(struct mlap2p_bootstrap *s, int peer, int64_t deadline,
 		if (mlap2p_comm_aborted(s->comm) ||
 		    __atomic_load_n(&s->aborted, __ATOMIC_ACQUIRE))
 			return -ECANCELED;
-		if (mlap2p_peer_alive(s->comm, peer))
+		if (bootstrap_peer_alive(s, peer))
 			return -ESRCH;
 	}
 }
@@ -733,7 +739,7 @@ ncclResult_t bootstrapSend(struct mlap2p_bootstrap *s, int peer, int tag,
 	}
 	ret = bs_request(s, peer, BS_MSG, tag, data, (uint32_t)size, NULL, 0);
 	/* A peer that died before acknowledging is a dead peer, not I/O. */
-	if (ret && ret != -ESRCH && mlap2p_peer_alive(s->comm, peer) == -ESRCH)
+	if (ret && ret != -ESRCH && bootstrap_peer_alive(s, peer) == -ESRCH)
 		ret = -ESRCH;
 	if (ret == -ESRCH) {
 		WARN("bootstrap: rank %d cannot send to rank %d (tag %#x): rank %d (pid %d) has exited",
@@ -805,7 +811,7 @@ static int bs_wait(struct mlap2p_bootstrap *s, int peer, int tag,
 			break;
 		}
 		pthread_mutex_unlock(&s->lock);
-		ret = peer != s->rank ? mlap2p_peer_alive(s->comm, peer) : 0;
+		ret = peer != s->rank ? bootstrap_peer_alive(s, peer) : 0;
 		pthread_mutex_lock(&s->lock);
 		if (ret) {
 			/* It may have sent, been acknowledged and exited since

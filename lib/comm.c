@@ -14,12 +14,15 @@
  * runtime.  Abort skips the handshakes and the barrier.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "internal.h"
+#include "net.h"
 
 struct mlap2p_import {
 	struct mlap2p_import *next;
@@ -47,38 +50,101 @@ MLAP2P_EXPORT const char *mlap2p_version_string(void)
 	return MLAP2P_VERSION_STRING;
 }
 
-MLAP2P_EXPORT const char *mlap2p_strerror(int err)
-{
-	const char *s;
-
-	if (err < 0)
-		err = -err;
-	switch (err) {
-	case 0:
-		return "Success";
-	case ENODEV:
-		return "No mlap2p device (load the mlap2p module, or use MLAP2P_RUNTIME=host)";
-	case ETIMEDOUT:
-		return "Timed out waiting for a rank (mlap2p_last_error() names it)";
-	case ESRCH:
-		return "A peer process has exited";
-	case ECANCELED:
-		return "The communicator was aborted";
-	case EHOSTUNREACH:
-		return "No transport between these ranks (P2P cannot reach and NET is unavailable)";
-	case ENOTCONN:
-		return "Not connected to that peer";
-	case EPROTO:
-		return "The ranks disagree (different library versions or configurations)";
-	}
-	s = strerrordesc_np(err);
-	return s ? s : "Unknown error";
-}
-
 /* Turn an ncclResult_t from the seed-style layers into -errno. */
 static int mlap2p_nccl_err(ncclResult_t res)
 {
 	return mlap2p_errno_take(res);
+}
+
+/* ---- peer info ---- */
+
+static uint64_t mlap2p_host_hash(void)
+{
+	const char *id = getenv("NCCL_HOSTID");
+	char buf[512] = "";
+	size_t n;
+	int fd;
+
+	if (id && *id)
+		return mlap2p_hash(id, strlen(id), 0);
+	if (gethostname(buf, 256))
+		strcpy(buf, "localhost");
+	buf[255] = '\0';
+	n = strlen(buf);
+	/* The boot id tells two machines (or containers) of one name apart. */
+	fd = open("/proc/sys/kernel/random/boot_id", O_RDONLY | O_CLOEXEC);
+	if (fd >= 0) {
+		ssize_t r = read(fd, buf + n, sizeof(buf) - n - 1);
+
+		if (r > 0)
+			n += (size_t)r;
+		close(fd);
+	}
+	return mlap2p_hash(buf, n, 0);
+}
+
+/* hash(pid, pid namespace), as NCCL's getPidHash. */
+uint64_t mlap2p_pid_hash(pid_t pid)
+{
+	char ns[256] = "";
+	ssize_t n;
+
+	n = readlink("/proc/self/ns/pid", ns, sizeof(ns) - 1);
+	if (n < 0)
+		n = 0;
+	ns[n] = '\0';
+	return mlap2p_hash(ns, (size_t)n, (uint64_t)pid * 0x9e3779b97f4a7c15ULL);
+}
+
+int mlap2p_fill_peer_info(struct ncclComm *comm, struct ncclPeerInfo *info)
+{
+	struct mlap2p_topo cfg = comm->rt->topo;
+	uint64_t h;
+	int ret;
+
+	memset(info, 0, sizeof(*info));
+	info->rank = comm->rank;
+	info->cudaDev = comm->cudaDev;
+	info->busId = comm->cudaDev;
+	info->hostHash = mlap2p_host_hash();
+	info->pid = (int32_t)getpid();
+	info->pidHash = mlap2p_pid_hash(getpid());
+	info->mla = (uint32_t)comm->mla;
+	info->node = (uint32_t)comm->cudaDev /
+		     mlap2p_topo_cores_per_node(&comm->rt->topo);
+	info->rtKind = comm->rt->kind;
+	info->netHash = mlap2p_net_provider_hash();
+	/* Which node this host is does not change who reaches whom. */
+	cfg.node = 0;
+	h = mlap2p_hash(&cfg, sizeof(cfg), info->rtKind);
+	info->topoHash = (uint32_t)(h ^ (h >> 32));
+	h = mlap2p_hash(&info->hostHash, sizeof(info->hostHash), h);
+	info->pod = (uint32_t)(h ^ (h >> 32));
+	ret = mlap2p_proc_start_time(getpid(), &info->startTime);
+	if (ret)
+		WARN("cannot read this process's start time: %s", strerror(-ret));
+	return ret;
+}
+
+int mlap2p_peer_alive(struct ncclComm *comm, int rank)
+{
+	const struct ncclPeerInfo *me = &comm->peerInfo[comm->rank];
+	const struct ncclPeerInfo *p = &comm->peerInfo[rank];
+	uint64_t start;
+	int ret;
+
+	/* A NET peer whose network path failed is as gone as a dead one. */
+	ret = mlap2p_net_peer_alive(comm, rank);
+	if (ret)
+		return ret;
+	if (p->hostHash != me->hostHash || p->pidHash == me->pidHash)
+		return 0;
+	/* Only a process of our pid namespace can be looked up by pid. */
+	if (mlap2p_pid_hash(p->pid) != p->pidHash)
+		return 0;
+	if (mlap2p_proc_start_time(p->pid, &start) || start != p->startTime)
+		return -ESRCH;
+	return 0;
 }
 
 /* ---- state shared with the data plane ---- */
@@ -247,6 +313,7 @@ static int mlap2p_comm_setup(struct ncclComm *comm,
 	ret = mlap2p_fill_peer_info(comm, &comm->peerInfo[comm->rank]);
 	if (ret)
 		return ret;
+	comm->peerAlive = mlap2p_peer_alive;
 	ret = mlap2p_bootstrap_init(comm, id);
 	if (ret)
 		return ret;
@@ -586,7 +653,7 @@ MLAP2P_EXPORT int mlap2p_conn_get(struct mlap2p_comm *api, int channel,
 
 	if (!api || !desc || (dir != MLAP2P_DIR_SEND && dir != MLAP2P_DIR_RECV))
 		return mlap2p_err(-EINVAL);
-	conn = mlap2p_comm_conn(mlap2p_nccl(api), channel, peer,
+	conn = mlap2p_channel_conn(mlap2p_nccl(api), channel, peer,
 				dir == MLAP2P_DIR_SEND);
 	if (!conn || !conn->c.connected)
 		return mlap2p_err(-ENOTCONN);

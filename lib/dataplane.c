@@ -666,7 +666,7 @@ static struct dp_link *dp_link(struct dp *dp, int peer, int send, int *err,
 	if (*slot)
 		return *slot;
 	for (c = 0; c < MAXCHANNELS && !conn; c++) {
-		conn = mlap2p_comm_conn(comm, c, peer, send);
+		conn = mlap2p_channel_conn(comm, c, peer, send);
 		if (conn && !conn->c.connected)
 			conn = NULL;
 	}

@@ -249,9 +249,7 @@ struct ncclRt {
 			  size_t *total);				/* 0x38 */
 	int (*pointerGetAttributes)(struct mlap2p_rt *rt, const void *ptr,
 				    struct ncclRtPointerAttributes *attr); /* 0x40 */
-	/* Counters of the region @ptr lies in (importers, mappings). */
-	int (*regionGetInfo)(struct mlap2p_rt *rt, const void *ptr,
-			     struct mlap2p_region_info *info);		/* 0x48 */
+	void *reserved;			/* 0x48: keeps the seed's offsets */
 	int (*deviceSynchronize)(struct mlap2p_rt *rt);			/* 0x50 */
 	/* Edge class (MLAP2P_EDGE_*) and relay MLA (or -1) between cores. */
 	int (*deviceGetP2PAttribute)(struct mlap2p_rt *rt, int *edge,
@@ -375,8 +373,6 @@ ncclResult_t ncclRtDeviceCanAccessPeer(struct mlap2p_rt *rt, int *canAccess,
 ncclResult_t ncclRtDeviceEnablePeerAccess(struct mlap2p_rt *rt, int peerCore,
 					  unsigned int flags);
 ncclResult_t ncclRtSetDevice(struct mlap2p_rt *rt, int device);
-ncclResult_t ncclRtPointerGetAttributes(struct mlap2p_rt *rt, const void *ptr,
-					struct ncclRtPointerAttributes *attr);
 /* ncclRtMalloc then ncclRtMemset(0) (NCCL's ncclCudaCalloc). */
 ncclResult_t ncclRtCalloc(struct mlap2p_rt *rt, void **ptr, size_t size);
 
@@ -539,6 +535,12 @@ struct ncclComm {
 	void *dp;
 	void (*dpFree)(struct ncclComm *comm);
 
+	/*
+	 * 0 while a rank lives, -errno once it died: set by the communicator
+	 * (mlap2p_peer_alive) for the layers below it, which may not call up.
+	 */
+	int (*peerAlive)(struct ncclComm *comm, int rank);
+
 	/* Threads inside a blocking call (mlap2p_comm_enter); abort waits
 	 * for it to drop to 0 before it frees anything. */
 	int busy;
@@ -575,7 +577,7 @@ int mlap2p_comm_enter(struct ncclComm *comm);
 void mlap2p_comm_leave(struct ncclComm *comm);
 
 /* The connection of @channel to @peer (send or recv side), or NULL. */
-struct mlap2p_conn *mlap2p_comm_conn(struct ncclComm *comm, int channel,
+struct mlap2p_conn *mlap2p_channel_conn(struct ncclComm *comm, int channel,
 				     int peer, int send);
 
 /*

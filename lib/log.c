@@ -226,3 +226,31 @@ MLAP2P_EXPORT const char *mlap2p_last_error(void)
 {
 	return mlap2p_last_err;
 }
+
+MLAP2P_EXPORT const char *mlap2p_strerror(int err)
+{
+	const char *s;
+
+	if (err < 0)
+		err = -err;
+	switch (err) {
+	case 0:
+		return "Success";
+	case ENODEV:
+		return "No mlap2p device (load the mlap2p module, or use MLAP2P_RUNTIME=host)";
+	case ETIMEDOUT:
+		return "Timed out waiting for a rank (mlap2p_last_error() names it)";
+	case ESRCH:
+		return "A peer process has exited";
+	case ECANCELED:
+		return "The communicator was aborted";
+	case EHOSTUNREACH:
+		return "No transport between these ranks (P2P cannot reach and NET is unavailable)";
+	case ENOTCONN:
+		return "Not connected to that peer";
+	case EPROTO:
+		return "The ranks disagree (different library versions or configurations)";
+	}
+	s = strerrordesc_np(err);
+	return s ? s : "Unknown error";
+}

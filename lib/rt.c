@@ -605,13 +605,6 @@ ncclResult_t ncclRtSetDevice(struct mlap2p_rt *rt, int device)
 				rt->ops->setDevice(rt, device));
 }
 
-ncclResult_t ncclRtPointerGetAttributes(struct mlap2p_rt *rt, const void *ptr,
-					struct ncclRtPointerAttributes *attr)
-{
-	return mlap2p_rt_result("ncclRtPointerGetAttributes",
-				rt->ops->pointerGetAttributes(rt, ptr, attr));
-}
-
 ncclResult_t ncclRtCalloc(struct mlap2p_rt *rt, void **ptr, size_t size)
 {
 	ncclResult_t res;

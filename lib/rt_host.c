@@ -403,27 +403,6 @@ static int mlap2p_host_dev_info(struct mlap2p_rt *rt, int device,
 	return 0;
 }
 
-static int mlap2p_host_region_info(struct mlap2p_rt *rt, const void *ptr,
-				   struct mlap2p_region_info *info)
-{
-	struct mlap2p_rt_region *r;
-
-	pthread_mutex_lock(&rt->lock);
-	r = mlap2p_rt_find(rt, ptr);
-	if (r) {
-		memset(info, 0, sizeof(*info));
-		info->kind = r->owned ? MLAP2P_REGION_OWNED :
-					MLAP2P_REGION_IMPORTED;
-		info->device = (__u32)r->device;
-		info->size = r->size;
-		info->region_id = r->regionId;
-		info->importers = r->owned ? 0 : (__u32)r->refs;
-		info->mappings = 1;
-	}
-	pthread_mutex_unlock(&rt->lock);
-	return r ? 0 : -ENOENT;
-}
-
 static int mlap2p_host_edge(struct mlap2p_rt *rt, int *edge,
 			    int *intermediate, int core, int peerCore)
 {
@@ -685,7 +664,6 @@ const struct ncclRt mlap2p_rt_host = {
 	.deviceGetInfo = mlap2p_host_dev_info,
 	.memGetInfo = mlap2p_rt_generic_mem_info,
 	.pointerGetAttributes = mlap2p_rt_generic_pointer_attr,
-	.regionGetInfo = mlap2p_host_region_info,
 	.deviceSynchronize = mlap2p_rt_generic_synchronize,
 	.deviceGetP2PAttribute = mlap2p_host_edge,
 	.deviceCanAccessPeer = mlap2p_host_can_access,

@@ -126,24 +126,6 @@ static int mlap2p_kmod_dev_info(struct mlap2p_rt *rt, int device,
 	return mlap2p_kmod_ioctl(rt, MLAP2P_IOC_DEV_INFO, info);
 }
 
-static int mlap2p_kmod_region_info(struct mlap2p_rt *rt, const void *ptr,
-				   struct mlap2p_region_info *info)
-{
-	struct mlap2p_rt_region *r;
-	uint32_t handle = 0;
-
-	pthread_mutex_lock(&rt->lock);
-	r = mlap2p_rt_find(rt, ptr);
-	if (r)
-		handle = r->kHandle;
-	pthread_mutex_unlock(&rt->lock);
-	if (!r)
-		return -ENOENT;
-	memset(info, 0, sizeof(*info));
-	info->handle = handle;
-	return mlap2p_kmod_ioctl(rt, MLAP2P_IOC_REGION_INFO, info);
-}
-
 static int mlap2p_kmod_peer(struct mlap2p_rt *rt, int core, int peerCore,
 			    struct mlap2p_peer_query *q)
 {
@@ -364,7 +346,6 @@ const struct ncclRt mlap2p_rt_kmod = {
 	.deviceGetInfo = mlap2p_kmod_dev_info,
 	.memGetInfo = mlap2p_rt_generic_mem_info,
 	.pointerGetAttributes = mlap2p_rt_generic_pointer_attr,
-	.regionGetInfo = mlap2p_kmod_region_info,
 	.deviceSynchronize = mlap2p_rt_generic_synchronize,
 	.deviceGetP2PAttribute = mlap2p_kmod_edge,
 	.deviceCanAccessPeer = mlap2p_kmod_can_access,

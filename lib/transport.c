@@ -72,7 +72,7 @@ static int mlap2p_channel_init(struct ncclComm *comm, int c)
 	return 0;
 }
 
-struct mlap2p_conn *mlap2p_comm_conn(struct ncclComm *comm, int channel,
+struct mlap2p_conn *mlap2p_channel_conn(struct ncclComm *comm, int channel,
 				     int peer, int send)
 {
 	struct ncclChannel *ch;
@@ -106,7 +106,7 @@ static ncclResult_t mlap2p_want_connect(struct ncclComm *comm, int channelId,
 			return ncclInvalidArgument;
 		}
 		if (peer == comm->rank ||
-		    mlap2p_comm_conn(comm, channelId, peer, send)->c.connected)
+		    mlap2p_channel_conn(comm, channelId, peer, send)->c.connected)
 			continue;
 		want[peer] |= 1U << channelId;
 	}
