@@ -32,7 +32,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "copy.h"
+#include "proto/copy.h"
 
 #define SLOTS 8
 

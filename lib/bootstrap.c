@@ -27,8 +27,12 @@
 #include <unistd.h>
 #include <sys/eventfd.h>
 
-#include "internal.h"
+#include "bootstrap.h"
+#include "core.h"
+#include "log.h"
+#include "param.h"
 #include "socket.h"
+#include "util.h"
 
 #define BS_ID_TAG		0x44494c4dU	/* "MLID" */
 #define BS_ID_F_RANK0_ROOT	0x1		/* NCCL_COMM_ID: rank 0 roots */

@@ -4,8 +4,8 @@
  * protocol engines (a timed SIMPLE message reads it on both ends);
  * mlap2p_now_ms() in lib/util.c is built on it.
  */
-#ifndef MLAP2P_CLOCK_H
-#define MLAP2P_CLOCK_H
+#ifndef MLAP2P_LIB_CLOCK_H
+#define MLAP2P_LIB_CLOCK_H
 
 #include <stdint.h>
 #include <time.h>

@@ -21,8 +21,15 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "internal.h"
-#include "net.h"
+#include "comm.h"
+#include "bootstrap.h"
+#include "log.h"
+#include "param.h"
+#include "rt/rt.h"
+#include "topo.h"
+#include "transport.h"
+#include "transport/net.h"
+#include "util.h"
 
 struct mlap2p_import {
 	struct mlap2p_import *next;

@@ -13,6 +13,7 @@
  * API can explain an -errno without the library printing on its own.
  */
 #include <errno.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,7 +22,9 @@
 #include <unistd.h>
 #include <sys/syscall.h>
 
-#include "internal.h"
+#include "log.h"
+#include "util.h"
+#include "mlap2p/mlap2p.h"
 
 static struct {
 	int level;

@@ -8,12 +8,17 @@
  */
 #include <errno.h>
 #include <limits.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
-#include "internal.h"
+#include <linux/mlap2p.h>
+
+#include "log.h"
+#include "param.h"
+#include "util.h"
 
 static const char *mlap2p_env_get(const char *name)
 {

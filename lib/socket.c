@@ -18,8 +18,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "internal.h"
 #include "socket.h"
+#include "log.h"
+#include "util.h"
 
 static socklen_t mlap2p_sock_len(const union mlap2p_sockaddr *a)
 {

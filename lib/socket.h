@@ -4,8 +4,8 @@
  * that moves data takes an absolute deadline (mlap2p_now_ms() based, -1 =
  * none) and returns 0 or -errno (-ETIMEDOUT when the deadline passes).
  */
-#ifndef MLAP2P_SOCKET_H
-#define MLAP2P_SOCKET_H
+#ifndef MLAP2P_LIB_SOCKET_H
+#define MLAP2P_LIB_SOCKET_H
 
 #include <netinet/in.h>
 #include <stdint.h>
@@ -50,4 +50,4 @@ int mlap2p_sock_recv(int fd, void *buf, size_t len, int64_t deadline);
 int mlap2p_sock_serve(int listenFd, int stopFd,
 		      void (*fn)(void *arg, int fd), void *arg);
 
-#endif /* MLAP2P_SOCKET_H */
+#endif /* MLAP2P_LIB_SOCKET_H */

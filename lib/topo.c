@@ -23,7 +23,10 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "internal.h"
+#include "topo.h"
+#include "log.h"
+#include "rt/rt.h"
+#include "util.h"
 
 /* ---- rank-pair topology ---- */
 

@@ -18,7 +18,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "internal.h"
+#include "transport.h"
+#include "bootstrap.h"
+#include "log.h"
+#include "rt/rt.h"
 
 MLAP2P_EXPORT struct ncclTransport *ncclTransports[2] = {
 	&p2pTransport,

@@ -11,7 +11,7 @@
 #include <sys/random.h>
 
 #include "clock.h"
-#include "internal.h"
+#include "util.h"
 
 /* FNV-1a, 64 bit, seeded. */
 uint64_t mlap2p_hash(const void *data, size_t len, uint64_t seed)

@@ -28,7 +28,12 @@
 #include <strings.h>
 
 #include "mlap2p_test.h"
-#include "internal.h"
+#include "bootstrap.h"
+#include "comm.h"
+#include "log.h"
+#include "rt/rt.h"
+#include "topo.h"
+#include "transport.h"
 
 #ifdef __SANITIZE_ADDRESS__
 #include <sanitizer/lsan_interface.h>

@@ -17,7 +17,7 @@
 #include "dp_test.h"
 #include "lib_test.h"
 #include <mlap2p/dataplane.h>
-#include "net.h"
+#include "transport/net.h"
 
 /* The data-plane tests' sizes; 64 MiB goes once, over SIMPLE (move_arg.big:
  * net_hosts.sh sends it over every protocol). */

@@ -27,10 +27,14 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
-#include "internal.h"
 #include "mlap2p/dataplane.h"
-#include "net.h"
-#include "proto.h"
+#include "comm.h"
+#include "log.h"
+#include "param.h"
+#include "proto/proto.h"
+#include "transport.h"
+#include "transport/net.h"
+#include "util.h"
 
 /* Defaults; docs/performance.md has the measurements behind them. */
 #define DP_LL_MAX		64UL		/* LL up to this many bytes */

@@ -24,7 +24,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "internal.h"
+#include "core.h"
+#include "bootstrap.h"
+#include "log.h"
+#include "rt/rt.h"
+#include "topo.h"
+#include "transport.h"
+#include "util.h"
 
 #define P2P_EXT_MAGIC	0x5843504dU	/* "MPCX" */
 #define P2P_EXT_VERSION	1

@@ -43,7 +43,7 @@
 #include <sys/socket.h>
 #include <sys/un.h>
 
-#include "rt.h"
+#include "rt/backend.h"
 #include "socket.h"
 
 #define MLAP2P_HOST_IPC_MAGIC	0x31484c4dU	/* "MLH1" */

@@ -13,7 +13,7 @@
 #include <sys/ioctl.h>
 #include <sys/mman.h>
 
-#include "rt.h"
+#include "rt/backend.h"
 
 struct mlap2p_kmod {
 	int fd;

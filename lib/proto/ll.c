@@ -20,7 +20,7 @@
 #include <errno.h>
 #include <string.h>
 
-#include "proto.h"
+#include "proto/proto.h"
 
 /*
  * The receiver reads in groups of LL_AHEAD lines (four 64-byte cache

@@ -3,10 +3,13 @@
  * lib/rt.h: what the two runtime backends (rt_kmod.c, rt_host.c) share
  * with lib/rt.c.  Nothing outside the runtime layer includes this.
  */
-#ifndef MLAP2P_RT_H
-#define MLAP2P_RT_H
+#ifndef MLAP2P_RT_BACKEND_H
+#define MLAP2P_RT_BACKEND_H
 
-#include "internal.h"
+#include "log.h"
+#include "param.h"
+#include "rt/rt.h"
+#include "util.h"
 
 /* Slots whose behaviour is the same for both backends (lib/rt.c). */
 int mlap2p_rt_generic_get_info(struct mlap2p_rt *rt, struct mlap2p_info *info);
@@ -71,4 +74,4 @@ int mlap2p_rt_host_topo_env(struct mlap2p_topo *topo, uint64_t *capacity);
 /* Fill rt->info's topology fields from rt->topo. */
 void mlap2p_rt_info_from_topo(struct mlap2p_rt *rt);
 
-#endif /* MLAP2P_RT_H */
+#endif /* MLAP2P_RT_BACKEND_H */

@@ -75,10 +75,14 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "internal.h"
-#include "net.h"
-#include "proto.h"
+#include "transport/net.h"
+#include "core.h"
+#include "log.h"
+#include "param.h"
+#include "proto/proto.h"
+#include "rt/rt.h"
 #include "socket.h"
+#include "util.h"
 
 #if defined(__has_include) && !defined(MLAP2P_NO_OFI)
 #if __has_include(<rdma/fabric.h>)

@@ -14,7 +14,7 @@
 #include <errno.h>
 #include <string.h>
 
-#include "proto.h"
+#include "proto/proto.h"
 
 /* Read in groups of LL128_AHEAD lines, waiting for the group's last flag
  * first, so the reader does not pull cache lines the writer is still

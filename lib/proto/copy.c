@@ -12,7 +12,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "copy.h"
+#include "proto/copy.h"
 
 #if defined(__x86_64__)
 #include <emmintrin.h>

@@ -28,7 +28,7 @@
 #include <stdbool.h>
 #include <string.h>
 
-#include "proto.h"
+#include "proto/proto.h"
 
 enum { SIMPLE_XCHG, SIMPLE_STEPS, SIMPLE_DRAIN };
 

@@ -122,7 +122,7 @@
 #include <mlap2p/transport.h>
 
 #include "clock.h"
-#include "copy.h"
+#include "proto/copy.h"
 
 /* Where the single-copy descriptor lives: ncclSendMem's header page. */
 #define MLAP2P_XCHG_OFFSET	0x100

@@ -18,7 +18,7 @@
 #include <unistd.h>
 #include <sys/mman.h>
 
-#include "rt.h"
+#include "rt/backend.h"
 
 const char *mlap2p_rt_kind_name(enum mlap2p_rt_kind kind)
 {

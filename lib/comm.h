@@ -1,0 +1,54 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * lib/comm.h: the communicator (lib/comm.c): init and teardown, the
+ * public-API bracket, the asynchronous error, peer info and liveness, and
+ * the cache of peer regions mapped into this process.
+ */
+#ifndef MLAP2P_LIB_COMM_H
+#define MLAP2P_LIB_COMM_H
+
+#include <sys/types.h>
+
+#include "core.h"
+
+/* Own ncclPeerInfo (rank, core, hashes, pid, start time, node, MLA). */
+int mlap2p_fill_peer_info(struct ncclComm *comm, struct ncclPeerInfo *info);
+
+/* Record the first asynchronous error (-errno) of @comm. */
+void mlap2p_comm_set_error(struct ncclComm *comm, int err);
+
+/*
+ * Bracket every blocking public call: enter fails with -ECANCELED once the
+ * communicator is aborted; abort (from any thread) sets the flag, then
+ * waits until every thread inside has left before freeing.
+ */
+int mlap2p_comm_enter(struct ncclComm *comm);
+void mlap2p_comm_leave(struct ncclComm *comm);
+
+/*
+ * 0 while @rank's process lives (same pid and start time as at init),
+ * -ESRCH once it died or its pid was reused, or NET's -errno once the
+ * network path to it failed.  Cheap: one /proc read.
+ */
+int mlap2p_peer_alive(struct ncclComm *comm, int rank);
+/* ncclPeerInfo.pidHash of @pid in this process's pid namespace. */
+uint64_t mlap2p_pid_hash(pid_t pid);
+
+/*
+ * Map a region a peer exported (an IPC handle, e.g. from ptrExchange) into
+ * this process.  The first call per region opens it; later calls return
+ * the cached mapping.  Everything is unmapped at destroy/abort.  Thread
+ * safe.  0 or -errno.
+ */
+int mlap2p_import_region(struct ncclComm *comm,
+			 const struct ncclRtIpcMemHandle *ipc, void **base,
+			 size_t *size);
+/*
+ * The IPC handle and offset of @ptr if it lies in a region of this comm's
+ * runtime (mlap2p_mem_alloc, FIFOs); -ENOENT otherwise.
+ */
+int mlap2p_region_lookup(struct ncclComm *comm, const void *ptr,
+			 struct ncclRtIpcMemHandle *ipc, size_t *offset,
+			 size_t *bytesAfter);
+
+#endif /* MLAP2P_LIB_COMM_H */
