@@ -28,8 +28,10 @@
 #ifndef ARRAY_SIZE
 #define ARRAY_SIZE(a)		(sizeof(a) / sizeof((a)[0]))
 #endif
+#ifndef container_of
 #define container_of(ptr, type, member) \
 	((type *)(void *)((char *)(ptr) - offsetof(type, member)))
+#endif
 #define ALIGN_UP(x, a)		(((x) + (a) - 1) / (a) * (a))
 
 uint64_t mlap2p_hash(const void *data, size_t len, uint64_t seed);
