@@ -242,7 +242,7 @@ void net_unlock(struct net_comm *nc);
 /* net_ofi.c */
 int net_local_node(char *node, size_t len);
 int net_getinfo(const char *node, struct fi_info **out, char *why,
-		       size_t whyLen);
+		size_t whyLen);
 int net_errno(ssize_t ret);
 const char *net_strerror(int err);
 int net_disabled(void);

@@ -126,7 +126,7 @@ const char *net_provider_hint(void)
  * failure @why says what was asked for.
  */
 int net_getinfo(const char *node, struct fi_info **out, char *why,
-		       size_t whyLen)
+		size_t whyLen)
 {
 	const char *prov = net_provider_hint();
 	struct fi_info *hints;

@@ -1,0 +1,431 @@
+// SPDX-License-Identifier: MIT
+/*
+ * <mlap2p/dataplane.h>'s calls: being inside (abort safety), groups,
+ * send/recv and the small-message path, requests, protocol choice.
+ */
+#include "dataplane/dp.h"
+
+/* ---- being inside (abort safety) ---- */
+
+/*
+ * mlap2p_comm_abort() from another thread sets the abort flag, then calls
+ * dp_free(), which must not free what a call in progress still touches.
+ * The communicator's busy count (mlap2p_comm_enter) does that with two
+ * atomic read-modify-writes per call, which is a measurable part of an
+ * 8-byte message.  With membarrier(2) the owner thread instead marks itself
+ * inside with plain stores and then reads the abort flag; dp_free() runs
+ * membarrier() between the flag and its read of dp->inside, so either the
+ * call sees the flag or dp_free() sees the call (an asymmetric Dekker).
+ * Without membarrier, the busy count.
+ */
+int dp_membarrier_ok(void)
+{
+	static int ok = -1;
+	int v = __atomic_load_n(&ok, __ATOMIC_ACQUIRE);
+
+	if (v < 0) {
+		v = syscall(__NR_membarrier,
+			    MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0, 0) == 0;
+		__atomic_store_n(&ok, v, __ATOMIC_RELEASE);
+	}
+	return v;
+}
+
+static inline __attribute__((always_inline)) int dp_in(struct dp *dp)
+{
+	uint32_t n;
+
+	if (!dp->fence)
+		return mlap2p_comm_enter(dp->comm);
+	n = __atomic_load_n(&dp->inside, __ATOMIC_RELAXED);
+	__atomic_store_n(&dp->inside, n + 1, __ATOMIC_RELAXED);
+	__atomic_signal_fence(__ATOMIC_SEQ_CST);
+	if (!mlap2p_comm_aborted(dp->comm))
+		return 0;
+	__atomic_store_n(&dp->inside, n, __ATOMIC_RELEASE);
+	return -ECANCELED;
+}
+
+void dp_out(struct dp *dp)
+{
+	if (!dp->fence) {
+		mlap2p_comm_leave(dp->comm);
+		return;
+	}
+	__atomic_store_n(&dp->inside,
+			 __atomic_load_n(&dp->inside, __ATOMIC_RELAXED) - 1,
+			 __ATOMIC_RELEASE);
+}
+
+/* dp_free() at abort: wait until no call is inside. */
+void dp_quiesce(struct dp *dp)
+{
+	if (!dp->fence)
+		return;	/* the busy count was waited for already */
+	syscall(__NR_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0);
+	while (__atomic_load_n(&dp->inside, __ATOMIC_ACQUIRE))
+		sched_yield();
+}
+
+/* ---- groups ---- */
+
+/*
+ * Read on every send and receive: initial-exec, so that the shared library
+ * does not call __tls_get_addr() for them (16 bytes of the static TLS
+ * surplus that glibc keeps for libraries loaded later).
+ */
+#define MLAP2P_TLS_IE	__attribute__((tls_model("initial-exec")))
+
+static __thread int group_depth MLAP2P_TLS_IE;
+static __thread struct mlap2p_request *group_head MLAP2P_TLS_IE;
+static __thread int group_err MLAP2P_TLS_IE;
+
+MLAP2P_EXPORT int mlap2p_group_start(void)
+{
+	group_depth++;
+	return 0;
+}
+
+MLAP2P_EXPORT int mlap2p_group_end(void)
+{
+	struct mlap2p_request **reqs, *r;
+	int n = 0, i, ret;
+
+	if (group_depth <= 0)
+		return mlap2p_err(-EINVAL);
+	if (--group_depth)
+		return 0;
+	for (r = group_head; r; r = r->groupNext)
+		n++;
+	reqs = calloc(n ? n : 1, sizeof(*reqs));
+	if (!reqs) {
+		/* Cannot track them: wait for each in turn. */
+		for (r = group_head; r; r = r->groupNext)
+			dp_wait_reqs(&r, 1);
+	} else {
+		for (i = 0, r = group_head; r; r = r->groupNext)
+			reqs[i++] = r;
+		/* Everyone is inside a blocking call now. */
+		for (i = 0; i < n; i++)
+			if (dp_in(reqs[i]->dp))
+				reqs[i]->dp = NULL;
+		for (i = 0; i < n; i++)
+			if (!reqs[i]->dp) {
+				reqs[i]->status = -ECANCELED;
+				reqs[i]->done = 1;
+			}
+		/* Requests without a dp are done; dp_wait_reqs skips them. */
+		dp_wait_reqs(reqs, n);
+		for (i = 0; i < n; i++)
+			if (reqs[i]->dp)
+				dp_out(reqs[i]->dp);
+		free(reqs);
+	}
+	ret = group_err;
+	while ((r = group_head)) {
+		group_head = r->groupNext;
+		if (!ret)
+			ret = r->status;
+		free(r);
+	}
+	group_err = 0;
+	return mlap2p_err(ret);
+}
+
+/* ---- the API ---- */
+
+int dp_enter(struct mlap2p_comm *api, struct dp **dpp)
+{
+	struct ncclComm *comm;
+	struct dp *dp;
+	int ret;
+
+	if (!api)
+		return -EINVAL;
+	comm = mlap2p_nccl(api);
+	dp = comm->dp;
+	if (!dp) {	/* first use: create it under the busy count */
+		ret = mlap2p_comm_enter(comm);
+		if (ret)
+			return ret;
+		dp = dp_get(comm);
+		ret = dp ? 0 : -errno;
+		mlap2p_comm_leave(comm);
+		if (ret)
+			return ret;
+	}
+	ret = dp_in(dp);
+	if (ret)
+		return ret;
+	*dpp = dp;
+	return 0;
+}
+
+static int dp_blocking(struct mlap2p_comm *api, int send, void *buf,
+		       size_t bytes, int peer)
+{
+	struct mlap2p_request local, *req = &local, *reqs[1];
+	struct dp *dp;
+	int ret;
+
+	if (!buf && bytes)
+		return mlap2p_err(-EINVAL);
+	ret = dp_enter(api, &dp);
+	if (ret)
+		return mlap2p_err(ret);
+	if (group_depth) {
+		req = malloc(sizeof(*req));
+		if (!req) {
+			dp_out(dp);
+			return mlap2p_err(-ENOMEM);
+		}
+	}
+	ret = dp_post(dp, req, send, buf, bytes, peer, !group_depth);
+	if (group_depth) {
+		if (ret) {
+			free(req);
+			if (!group_err)
+				group_err = ret;
+		} else {
+			req->groupNext = group_head;
+			group_head = req;
+		}
+	} else if (!ret) {
+		reqs[0] = req;
+		dp_wait_reqs(reqs, 1);
+		ret = req->status;
+	}
+	dp_out(dp);
+	return mlap2p_err(ret);
+}
+
+/*
+ * The latency path: a blocking LL or LL128 message of a few lines (at
+ * most MLAP2P_LL_SMALL, MLAP2P_LL128_SMALL bytes) on an idle P2P link of
+ * a connected peer moves here, without a request, a queue or a pass over
+ * the active links.  1 if it did; 0 sends everything else (no credit,
+ * a receive not there within the tight spin, any error) to dp_blocking(),
+ * which does the same the long way and owns the abort, liveness and error
+ * reporting.
+ */
+static inline __attribute__((always_inline)) int
+dp_small(struct mlap2p_comm *api, int send, void *buf,
+	 size_t bytes, int peer)
+{
+	struct ncclComm *comm;
+	struct dp_link *k;
+	struct dp *dp;
+	uint32_t n, polls;
+	int done, ll;
+
+	if (!api || group_depth || (!buf && bytes))
+		return 0;
+	comm = mlap2p_nccl(api);
+	dp = comm->dp;
+	if (!dp || peer < 0 || peer >= comm->nRanks)
+		return 0;
+	k = dp->links[2 * peer + send];
+	if (!k || k->qhead || k->err)
+		return 0;
+	ll = bytes < k->llEnd;
+	if (!ll && bytes - k->ll128Beg >= k->ll128End - k->ll128Beg)
+		return 0;
+	if (dp_in(dp))
+		return 0;
+	if (send) {
+		done = ll ? mlap2p_ll_send_small(&k->l, buf, bytes) :
+			    mlap2p_ll128_send_small(&k->l, buf, bytes);
+	} else {
+		/* Tight polls, the abort flag every 256 of them. */
+		polls = dp->spinTight < 256 ? dp->spinTight : 256;
+		for (n = polls; !(done = ll ?
+				  mlap2p_ll_recv_small(&k->l, buf, bytes, polls) :
+				  mlap2p_ll128_recv_small(&k->l, buf, bytes,
+							  polls)); n += polls)
+			if (n >= dp->spinTight || mlap2p_comm_aborted(comm))
+				break;
+	}
+	if (done)
+		k->ops++;
+	dp_out(dp);
+	return done;
+}
+
+MLAP2P_EXPORT int mlap2p_send(struct mlap2p_comm *comm, const void *buf,
+			      size_t bytes, int peer)
+{
+	if (dp_small(comm, 1, (void *)buf, bytes, peer))
+		return 0;
+	return dp_blocking(comm, 1, (void *)buf, bytes, peer);
+}
+
+MLAP2P_EXPORT int mlap2p_recv(struct mlap2p_comm *comm, void *buf,
+			      size_t bytes, int peer)
+{
+	if (dp_small(comm, 0, buf, bytes, peer))
+		return 0;
+	return dp_blocking(comm, 0, buf, bytes, peer);
+}
+
+static int dp_ipost(struct mlap2p_comm *api, int send, void *buf,
+		    size_t bytes, int peer, struct mlap2p_request **reqp)
+{
+	struct mlap2p_request *req;
+	struct dp *dp;
+	int ret;
+
+	if (!reqp || (!buf && bytes))
+		return mlap2p_err(-EINVAL);
+	*reqp = NULL;
+	ret = dp_enter(api, &dp);
+	if (ret)
+		return mlap2p_err(ret);
+	req = malloc(sizeof(*req));
+	ret = req ? dp_post(dp, req, send, buf, bytes, peer, 0) : -ENOMEM;
+	if (ret)
+		free(req);
+	else
+		*reqp = req;
+	dp_out(dp);
+	return mlap2p_err(ret);
+}
+
+MLAP2P_EXPORT int mlap2p_isend(struct mlap2p_comm *comm, const void *buf,
+			       size_t bytes, int peer,
+			       struct mlap2p_request **req)
+{
+	return dp_ipost(comm, 1, (void *)buf, bytes, peer, req);
+}
+
+MLAP2P_EXPORT int mlap2p_irecv(struct mlap2p_comm *comm, void *buf,
+			       size_t bytes, int peer,
+			       struct mlap2p_request **req)
+{
+	return dp_ipost(comm, 0, buf, bytes, peer, req);
+}
+
+static int dp_reap(struct mlap2p_request **reqp)
+{
+	int ret = (*reqp)->status;
+
+	free(*reqp);
+	*reqp = NULL;
+	return ret;
+}
+
+MLAP2P_EXPORT int mlap2p_request_test(struct mlap2p_request **reqp, int *done)
+{
+	struct mlap2p_request *req;
+
+	if (!reqp || !*reqp || !done)
+		return mlap2p_err(-EINVAL);
+	req = *reqp;
+	*done = 0;
+	if (!req->done) {
+		struct dp *dp = req->dp;
+
+		if (dp_in(dp))
+			return mlap2p_err(-ECANCELED);
+		if (!dp_progress(dp))
+			dp_check(dp);
+		dp_out(dp);
+	}
+	if (!req->done)
+		return 0;
+	*done = 1;
+	return mlap2p_err(dp_reap(reqp));
+}
+
+MLAP2P_EXPORT int mlap2p_request_waitall(int n, struct mlap2p_request **reqs)
+{
+	struct dp **entered;
+	int i, ret = 0, r;
+
+	if (n < 0 || (n && !reqs))
+		return mlap2p_err(-EINVAL);
+	entered = calloc(n ? n : 1, sizeof(*entered));
+	if (!entered)
+		return mlap2p_err(-ENOMEM);
+	/* Enter every communicator involved before anything completes. */
+	for (i = 0; i < n; i++) {
+		if (!reqs[i] || reqs[i]->done)
+			continue;
+		if (dp_in(reqs[i]->dp)) {
+			while (--i >= 0)
+				if (entered[i])
+					dp_out(entered[i]);
+			free(entered);
+			return mlap2p_err(-ECANCELED);
+		}
+		entered[i] = reqs[i]->dp;
+	}
+	dp_wait_reqs(reqs, n);
+	for (i = 0; i < n; i++)
+		if (entered[i])
+			dp_out(entered[i]);
+	free(entered);
+	for (i = 0; i < n; i++) {
+		if (!reqs[i])
+			continue;
+		r = dp_reap(&reqs[i]);
+		if (r && !ret)
+			ret = r;
+	}
+	return mlap2p_err(ret);
+}
+
+MLAP2P_EXPORT int mlap2p_request_wait(struct mlap2p_request **req)
+{
+	if (!req || !*req)
+		return mlap2p_err(-EINVAL);
+	return mlap2p_request_waitall(1, req);
+}
+
+MLAP2P_EXPORT int mlap2p_set_proto(struct mlap2p_comm *api, int proto)
+{
+	struct dp *dp;
+	int i, ret;
+
+	if (proto < MLAP2P_PROTO_AUTO || proto >= NCCL_NUM_PROTOCOLS)
+		return mlap2p_err(-EINVAL);
+	ret = dp_enter(api, &dp);
+	if (ret)
+		return mlap2p_err(ret);
+	dp->proto = proto;
+	for (i = 0; i < 2 * dp->comm->nRanks; i++)
+		if (dp->links[i])
+			dp_small_ranges(dp, dp->links[i]);
+	dp_out(dp);
+	return 0;
+}
+
+MLAP2P_EXPORT int mlap2p_proto_for(struct mlap2p_comm *api, size_t bytes)
+{
+	struct dp_link *k = NULL;
+	struct dp *dp;
+	int ret, peer;
+
+	ret = dp_enter(api, &dp);
+	if (ret)
+		return mlap2p_err(ret);
+	/* Any connected link will do: buffer sizes are per comm. */
+	for (peer = 0; peer < dp->comm->nRanks && !k; peer++)
+		if (peer != dp->comm->rank)
+			k = dp_link(dp, peer, 1, &ret, 1);
+	ret = k ? dp_pick(dp, k, bytes) : -ENOTCONN;
+	dp_out(dp);
+	return ret < 0 ? mlap2p_err(ret) : ret;
+}
+
+MLAP2P_EXPORT const char *mlap2p_proto_name(int proto)
+{
+	switch (proto) {
+	case NCCL_PROTO_LL:
+		return "LL";
+	case NCCL_PROTO_LL128:
+		return "LL128";
+	case NCCL_PROTO_SIMPLE:
+		return "SIMPLE";
+	}
+	return "?";
+}

@@ -1,0 +1,213 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Single copy through the runtime: describing buffers to the peer,
+ * resolving its offers, cross-memory attach and MLAP2P_CMA=auto.
+ */
+#include "dataplane/dp.h"
+
+/* ---- single copy through the runtime ---- */
+
+static struct dp_cma_stat *dp_cma_stat(struct dp_link *k, size_t bytes)
+{
+	int b = 0;
+
+	while (b < DP_CMA_BUCKETS - 1 && bytes >= (64UL << 10) << b)
+		b++;
+	return &k->cmaStat[b];
+}
+
+/*
+ * MLAP2P_CMA=auto: offer a plain receive buffer by address for a message
+ * of @bytes?  Which of the FIFO and cross-memory attach is faster depends
+ * on where the two processes run (which caches they share), which a
+ * virtual machine does not tell, so each receive link finds out per size
+ * class: DP_CMA_PROBES messages each way, alternating, then the faster
+ * one, and the other again every DP_CMA_RECHECK messages in case the
+ * processes moved.
+ */
+static int dp_cma_choose(struct dp_link *k, size_t bytes)
+{
+	struct dp_cma_stat *m = dp_cma_stat(k, bytes);
+	int faster;
+
+	if (m->n[0] < DP_CMA_PROBES || m->n[1] < DP_CMA_PROBES)
+		return m->n[1] <= m->n[0];
+	faster = m->nsPerByte[1] <= m->nsPerByte[0];
+	return ++m->msgs % DP_CMA_RECHECK ? faster : !faster;
+}
+
+/* The receive @op on @k is done: time it for dp_cma_choose(). */
+void dp_cma_record(struct dp_link *k, const struct mlap2p_op *op)
+{
+	struct dp_cma_stat *m = dp_cma_stat(k, op->bytes);
+	int way = op->offeredAddr ? 1 : 0;
+	uint64_t now;
+	double v;
+
+	if (op->senderStart <= MLAP2P_XCHG_TIME_ME ||
+	    (op->mode != MLAP2P_MODE_FIFO && op->mode != MLAP2P_MODE_WRITE))
+		return;	/* not timed, or refused: the slots carried it */
+	now = mlap2p_now_ns();
+	if (now <= op->senderStart)
+		return;
+	v = (double)(now - op->senderStart) / (double)op->bytes;
+	/* The first of each way pays for cold pages and caches. */
+	if (m->n[way]++ == 0)
+		return;
+	m->nsPerByte[way] = m->n[way] == 2 ? v :
+			    0.75 * m->nsPerByte[way] + 0.25 * v;
+	if (m->n[way] == DP_CMA_PROBES && m->n[!way] >= DP_CMA_PROBES)
+		INFO(NCCL_P2P, "rank %d <- %d: %zu-byte messages: %.2f GB/s through the FIFO, %.2f GB/s by cross-memory attach; %s",
+		     k->dp->comm->rank, k->l.peer, op->bytes,
+		     1.0 / m->nsPerByte[0], 1.0 / m->nsPerByte[1],
+		     m->nsPerByte[1] <= m->nsPerByte[0] ?
+		     "cross-memory attach" : "the FIFO");
+}
+
+int dp_describe(void *arg, const void *buf, size_t bytes,
+		struct mlap2p_xchg *x)
+{
+	struct dp_link *k = arg;
+	struct ncclRtIpcMemHandle ipc;
+	size_t offset, after;
+
+	_Static_assert(sizeof(ipc) == sizeof(x->ipc), "ipc handle size");
+	if (!mlap2p_region_lookup(k->dp->comm, buf, &ipc, &offset, &after) &&
+	    after >= bytes) {
+		memcpy(x->ipc, &ipc, sizeof(x->ipc));
+		x->offset = offset;
+		return MLAP2P_DESCRIBE_HANDLE;
+	}
+	/* Below cmaMin the two copies through the FIFO cost less than the
+	 * system call and handshake (docs/performance.md). */
+	if (!k->cma || bytes < k->dp->cmaMin)
+		return 0;
+	if (k->dp->cmaAuto) {
+		x->start = MLAP2P_XCHG_TIME_ME;	/* for dp_cma_record() */
+		if (!dp_cma_choose(k, bytes))
+			return 0;
+	}
+	x->offset = (uintptr_t)buf;
+	return MLAP2P_DESCRIBE_ADDR;
+}
+
+/*
+ * Cross-memory attach: copy into (@write) or out of the peer's process.
+ * Its pid is the one the liveness checks watch; that it still names the
+ * peer (and the same pid namespace) is checked once against the start time
+ * the peer reported.  The kernel checks ptrace access and answers -EPERM
+ * when it is refused.
+ */
+static int dp_peer_copy(struct dp_link *k, uint64_t addr, void *buf,
+			size_t bytes, int write)
+{
+	const struct ncclPeerInfo *pi = &k->dp->comm->peerInfo[k->l.peer];
+	struct iovec local = { .iov_base = buf, .iov_len = bytes };
+	struct iovec remote = { .iov_base = (void *)(uintptr_t)addr,
+				.iov_len = bytes };
+	ssize_t n;
+
+	if (!k->peerChecked) {
+		uint64_t t;
+
+		k->peerChecked = mlap2p_pid_hash(pi->pid) == pi->pidHash &&
+				 !mlap2p_proc_start_time(pi->pid, &t) &&
+				 t == pi->startTime ? 1 : -1;
+		if (k->peerChecked < 0)
+			INFO(NCCL_P2P, "rank %d: pid %d is not rank %d as this process sees it; no cross-memory attach",
+			     k->dp->comm->rank, pi->pid, k->l.peer);
+#ifdef SYS_pidfd_open
+		/* Holds on to that very process: it shows when it exits, so
+		 * a recycled pid is never written to. */
+		if (k->peerChecked > 0)
+			k->pidfd = (int)syscall(SYS_pidfd_open, pi->pid, 0);
+#endif
+	}
+	if (k->peerChecked < 0)
+		return -EPERM;
+	/* Each message's first step: is the peer still that process? */
+	if (addr != k->cmaNext && k->pidfd >= 0) {
+		struct pollfd p = { .fd = k->pidfd, .events = POLLIN };
+
+		if (poll(&p, 1, 0) > 0)
+			goto died;
+	}
+	k->cmaNext = addr + bytes;
+	while (local.iov_len) {
+		n = write ? process_vm_writev(pi->pid, &local, 1, &remote, 1, 0) :
+			    process_vm_readv(pi->pid, &local, 1, &remote, 1, 0);
+		if (n < 0) {
+			int err = errno;
+
+			if (err == EINTR)
+				continue;
+			if (err == ESRCH)
+				goto died;
+			if (err == EPERM || err == ENOSYS)
+				INFO(NCCL_P2P, "rank %d: cannot %s rank %d (pid %d): %s; %s",
+				     k->dp->comm->rank,
+				     write ? "write into" : "read from",
+				     k->l.peer, pi->pid, strerror(err),
+				     write ? "two copies from now on" :
+				     "the sender copies alone");
+			return -err;
+		}
+		if (!n)
+			return -EFAULT;
+		local.iov_base = (char *)local.iov_base + n;
+		local.iov_len -= (size_t)n;
+		remote.iov_base = (char *)remote.iov_base + n;
+		remote.iov_len -= (size_t)n;
+	}
+	return 0;
+died:	/* as the liveness check says it */
+	WARN("rank %d: peer rank %d (pid %d) died; a %s it failed (%zu bytes by cross-memory attach)",
+	     k->dp->comm->rank, k->l.peer, pi->pid,
+	     write ? "send to" : "receive from", bytes);
+	return -ECONNRESET;
+}
+
+int dp_write_peer(void *arg, uint64_t addr, const void *src,
+		  size_t bytes)
+{
+	return dp_peer_copy(arg, addr, (void *)src, bytes, 1);
+}
+
+int dp_read_peer(void *arg, uint64_t addr, void *dst, size_t bytes)
+{
+	return dp_peer_copy(arg, addr, dst, bytes, 0);
+}
+
+/* NET: may the proxy send this buffer in place (a registered region)? */
+int dp_net_reg(void *arg, const void *buf, size_t bytes)
+{
+	struct dp_link *k = arg;
+
+	return mlap2p_net_reg(&k->conn->c, buf, bytes);
+}
+
+int dp_resolve(void *arg, const struct mlap2p_xchg *x, void **ptr)
+{
+	struct dp_link *k = arg;
+	struct ncclRtIpcMemHandle ipc;
+	size_t size;
+	void *base;
+	int ret;
+
+	memcpy(&ipc, x->ipc, sizeof(ipc));
+	ret = mlap2p_import_region(k->dp->comm, &ipc, &base, &size);
+	if (ret) {
+		WARN("rank %d: cannot map the buffer rank %d offered: %s",
+		     k->dp->comm->rank, k->l.peer, strerror(-ret));
+		return ret;
+	}
+	if (x->offset > size || size - x->offset < x->bytes) {
+		WARN("rank %d: rank %d offered %llu bytes at %llu of a %zu-byte region",
+		     k->dp->comm->rank, k->l.peer,
+		     (unsigned long long)x->bytes,
+		     (unsigned long long)x->offset, size);
+		return -EPROTO;
+	}
+	*ptr = (char *)base + x->offset;
+	return 0;
+}

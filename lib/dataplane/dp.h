@@ -1,0 +1,163 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * lib/dataplane/dp.h: <mlap2p/dataplane.h> on top of the protocol engines,
+ * the state its files share: api.c (groups, send/recv, the small-message
+ * path), link.c (parameters, protocol choice, building a link, teardown),
+ * cma.c (single copy through the runtime and cross-memory attach, and
+ * MLAP2P_CMA=auto), progress.c (queues, steps, checks, waits) and dump.c
+ * (the state dump).
+ *
+ * Per communicator (comm->dp, created on first use) there is one link per
+ * (peer, direction): the lowest connected channel's connector, its agreed
+ * buffer sizes and a FIFO of operations.  Only the operation at the head of
+ * a link's queue runs; the others wait their turn, so messages between two
+ * ranks stay in order.  Links with queued operations sit on an active list,
+ * and every wait is the same loop: one progress pass over the active list;
+ * when nothing moved, spin/yield, and now and then check the abort flag and
+ * the liveness of the peers being waited on.
+ *
+ * Blocking calls outside a group use an operation on the stack; groups and
+ * isend/irecv allocate a request.
+ */
+#ifndef MLAP2P_LIB_DP_H
+#define MLAP2P_LIB_DP_H
+
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <linux/membarrier.h>
+#include <poll.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include "mlap2p/dataplane.h"
+#include "comm.h"
+#include "log.h"
+#include "param.h"
+#include "proto/proto.h"
+#include "transport.h"
+#include "transport/net.h"
+#include "util.h"
+
+/* Defaults; docs/performance.md has the measurements behind them. */
+#define DP_LL_MAX		64UL		/* LL up to this many bytes */
+#define DP_LL128_MAX		(4UL << 10)	/* then LL128 up to this */
+#define DP_CHUNK		(128UL << 10)	/* SIMPLE bytes per step */
+#define DP_CMA_MIN		(32UL << 10)	/* cross-memory attach from */
+#define DP_NT_MIN		(8UL << 20)	/* streaming copy-out from */
+#define DP_CMA_BUCKETS		12		/* 32 KiB .. 64 MiB and up */
+#define DP_CMA_PROBES		3		/* messages each way first */
+#define DP_CMA_RECHECK		32		/* then the other now and then */
+#define DP_SMALL_MAX		MLAP2P_LL128_SMALL	/* dp_small() up to this */
+#define DP_PEER_TIMEOUT_MS	5000
+#define DP_MAX_COMMS		64		/* for the dump signal */
+
+struct dp;
+
+/*
+ * MLAP2P_CMA=auto: how fast messages of one size class moved through the
+ * FIFO ([0]) and by cross-memory attach ([1]), as the receiver saw them:
+ * from the sender taking the offer to the last byte in.
+ */
+struct dp_cma_stat {
+	uint32_t n[2];			/* messages timed (not the first) */
+	uint32_t msgs;			/* chosen since both were known */
+	double nsPerByte[2];		/* moving average */
+};
+
+struct dp_link {
+	struct mlap2p_link l;
+	struct dp *dp;
+	struct mlap2p_conn *conn;
+	struct mlap2p_op *qhead, *qtail;	/* qhead is started */
+	struct dp_link *activeNext;
+	int active;
+	int err;			/* broken: every new op fails so */
+	uint64_t ops;			/* completed, for the dump */
+	uint64_t direct;		/* of which single copy */
+	int cma;			/* may offer plain buffers' addresses */
+	int peerChecked;		/* write_peer: 1 pid verified, -1 not */
+	int pidfd;			/* the peer's process, or -1 */
+	uint64_t cmaNext;		/* where the message's next step goes */
+	unsigned int usable;		/* protocols these buffers carry */
+	int small;			/* dp_small() fits: 1 LL, 2 LL128 */
+	/* dp_small() takes LL messages of [0, llEnd) bytes and LL128 ones of
+	 * [ll128Beg, ll128End): dp_small_ranges() from dp_pick(). */
+	size_t llEnd, ll128Beg, ll128End;
+	struct dp_cma_stat cmaStat[DP_CMA_BUCKETS];
+};
+
+struct dp {
+	struct ncclComm *comm;
+	struct dp_link **links;		/* [2 * peer + send] */
+	struct dp_link *active;
+	int proto;			/* forced, or MLAP2P_PROTO_AUTO */
+	unsigned int protoMask;		/* NCCL_PROTO */
+	uint64_t llMax, ll128Max, chunk;
+	int noDirect;
+	int noCma;
+	int cmaAuto;			/* choose per size class by timing */
+	uint64_t cmaMin;		/* smaller messages: the FIFO */
+	uint64_t ntMin;			/* link->ntMin */
+	int noPull;
+	long peerTimeoutMs, liveEveryMs;
+	int64_t nextLive;
+	uint32_t spinTight, spinYield;
+	int slot;			/* in dp_registry, or -1 */
+	int fence;			/* dp_in() may use plain stores */
+	uint32_t inside;		/* calls of the owner thread inside */
+	unsigned int pass;		/* progress passes, for waits on many */
+};
+
+struct mlap2p_request {
+	struct mlap2p_op op;
+	struct dp *dp;
+	int status;
+	int done;
+	struct mlap2p_request *groupNext;
+};
+
+/* api.c */
+int dp_enter(struct mlap2p_comm *api, struct dp **dpp);
+int dp_membarrier_ok(void);
+void dp_out(struct dp *dp);
+void dp_quiesce(struct dp *dp);
+
+/* cma.c */
+void dp_cma_record(struct dp_link *k, const struct mlap2p_op *op);
+int dp_describe(void *arg, const void *buf, size_t bytes,
+		struct mlap2p_xchg *x);
+int dp_net_reg(void *arg, const void *buf, size_t bytes);
+int dp_read_peer(void *arg, uint64_t addr, void *dst, size_t bytes);
+int dp_resolve(void *arg, const struct mlap2p_xchg *x, void **ptr);
+int dp_write_peer(void *arg, uint64_t addr, const void *src,
+		  size_t bytes);
+
+/* dump.c */
+void dp_install_dump_signal(void);
+void dp_register(struct dp *dp);
+void dp_unregister(struct dp *dp);
+
+/* link.c */
+struct dp *dp_get(struct ncclComm *comm);
+struct dp_link *dp_link(struct dp *dp, int peer, int send, int *err,
+			int quiet);
+int dp_pick(struct dp *dp, const struct dp_link *k, size_t bytes);
+void dp_small_ranges(struct dp *dp, struct dp_link *k);
+
+/* progress.c */
+int dp_check(struct dp *dp);
+void dp_complete(struct dp_link *k, int status);
+int dp_post(struct dp *dp, struct mlap2p_request *req, int send,
+	    void *buf, size_t bytes, int peer, int now);
+int dp_progress(struct dp *dp);
+void dp_wait_reqs(struct mlap2p_request **reqs, int n);
+void dp_withdraw(struct dp_link *k);
+
+
+#endif /* MLAP2P_LIB_DP_H */
