@@ -296,20 +296,15 @@ int mlap2p_ll128_watch(const struct mlap2p_op *op, struct mlap2p_watch *x);
  * The latency path for LL messages of at most MLAP2P_LL_SMALL bytes on an
  * idle P2P link (no proxy: sizesFifo is not written), without an op: 1
  * moved (conn.step then points past it), 0 not now (no credit, not arrived
- * within @polls polls, or a step that only the op engine handles: the flag
- * wrap, a cleaning step).  The caller then takes the op path, which does
- * the same thing the long way.
+ * within @polls polls, or the flag wrap step, which only the op engine
+ * handles).  The caller then takes the op path, which does the same thing
+ * the long way.  proto/ll.h: mlap2p_ll_send_small(), mlap2p_ll_recv_small().
  */
 #define MLAP2P_LL_SMALL		64
-/* mlap2p_ll_send_small(), mlap2p_ll_recv_small(): inline, below. */
 /* The same for LL128 messages of at most MLAP2P_LL128_SMALL bytes (one
  * group of lines: longer ones stream better through the op engine) that
- * fit one step. */
+ * fit one step.  proto/ll128.h: mlap2p_ll128_send_small(), _recv_small(). */
 #define MLAP2P_LL128_SMALL	480
-int mlap2p_ll128_send_small(struct mlap2p_link *link, const void *buf,
-			    size_t n);
-int mlap2p_ll128_recv_small(struct mlap2p_link *link, void *buf, size_t n,
-			    uint32_t polls);
 
 /* 1 and *x filled when op is a receive that can be watched so, else 0. */
 static inline int mlap2p_op_watch(const struct mlap2p_op *op,
@@ -331,8 +326,6 @@ static inline int mlap2p_watch_ready(const struct mlap2p_watch *x)
 	return __atomic_load_n(x->w, __ATOMIC_RELAXED) >> x->shift == x->want;
 }
 
-/* Payload bytes one step of proto carries on link (0: unusable). */
-size_t mlap2p_proto_step_bytes(const struct mlap2p_link *link, int proto);
 
 /*
  * Start an operation once it is at the head of its link's queue (its first
@@ -415,20 +408,6 @@ static inline size_t mlap2p_min(size_t a, size_t b)
 	return a < b ? a : b;
 }
 
-/*
- * LL lines (lib/proto_ll.c has the rules) and the LL latency path, inline
- * so that a blocking 8-byte message is one call deep: at 60-70 ns a
- * message, each call level and pointer load on the way from the peer's
- * flag to ours shows.
- */
-_Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
-	       "LL halves are (data32 | flag32 << 32)");
-
-static inline uint32_t mlap2p_ll_flag(uint64_t step)
-{
-	return (uint32_t)(step + 1);
-}
-
 /* How many whole lines of @line bytes a slot of @proto's buffer holds. */
 static inline size_t mlap2p_proto_slot_lines(const struct mlap2p_link *link,
 					     int proto, size_t line)
@@ -444,120 +423,23 @@ static inline void *mlap2p_proto_slot(const struct mlap2p_link *link,
 	       mlap2p_proto_slot_lines(link, proto, line) * line;
 }
 
-static inline uint64_t *mlap2p_ll_slot(const struct mlap2p_link *link,
-				       uint64_t step)
+/* Payload bytes one step of @proto carries on @link (0: unusable). */
+static inline size_t mlap2p_proto_step_bytes(const struct mlap2p_link *link,
+					     int proto)
 {
-	return mlap2p_proto_slot(link, NCCL_PROTO_LL, MLAP2P_LL_LINE, step);
-}
+	size_t step = link->buffSizes[proto] / NCCL_STEPS;
 
-static inline void mlap2p_ll_store(uint64_t *line, uint64_t v, uint32_t flag)
-{
-	uint64_t f = (uint64_t)flag << 32;
-
-	__atomic_store_n(&line[0], (v & 0xffffffffu) | f, __ATOMIC_RELAXED);
-	__atomic_store_n(&line[1], (v >> 32) | f, __ATOMIC_RELAXED);
-}
-
-/* Write @n payload bytes (at least one line) as lines; lines written. */
-static inline size_t mlap2p_ll_write(uint64_t *line, const char *src,
-				     size_t n, uint32_t flag)
-{
-	size_t i;
-	uint64_t v;
-
-	for (i = 0; i < n / MLAP2P_LL_PAYLOAD; i++) {
-		memcpy(&v, src + i * MLAP2P_LL_PAYLOAD, sizeof(v));
-		mlap2p_ll_store(line + 2 * i, v, flag);
+	switch (proto) {
+	case NCCL_PROTO_LL:
+		return step / MLAP2P_LL_LINE * MLAP2P_LL_PAYLOAD;
+	case NCCL_PROTO_LL128:
+		return step / MLAP2P_LL128_LINE * MLAP2P_LL128_PAYLOAD;
+	case NCCL_PROTO_SIMPLE:
+		if (link->chunkSize && link->chunkSize < step)
+			return link->chunkSize;
+		return step;
 	}
-	if (n % MLAP2P_LL_PAYLOAD || !n) {
-		v = 0;
-		if (n)
-			memcpy(&v, src + i * MLAP2P_LL_PAYLOAD,
-			       n % MLAP2P_LL_PAYLOAD);
-		mlap2p_ll_store(line + 2 * i++, v, flag);
-	}
-	return i;
-}
-
-/* The last 0 to 8 bytes of a message, from a line's payload @v. */
-static inline void mlap2p_ll_put_tail(char *dst, uint64_t v, size_t n)
-{
-	if (n == sizeof(v)) {
-		memcpy(dst, &v, sizeof(v));
-		return;
-	}
-	if (n & 4) {
-		memcpy(dst, &v, 4);
-		dst += 4;
-		v >>= 32;
-	}
-	if (n & 2) {
-		memcpy(dst, &v, 2);
-		dst += 2;
-		v >>= 16;
-	}
-	if (n & 1)
-		*dst = (char)v;
-}
-
-static inline int mlap2p_ll_send_small(struct mlap2p_link *link,
-				       const void *buf, size_t n)
-{
-	struct ncclConnInfo *conn = link->conn;
-	uint64_t s = conn->step;
-	uint32_t flag = mlap2p_ll_flag(s);
-
-	if (!flag || (s & NCCL_LL_CLEAN_MASK) == NCCL_LL_CLEAN_MASK ||
-	    !mlap2p_has_credit(link, s))
-		return 0;
-	/* no proxy reads sizesFifo: P2P only */
-	mlap2p_ll_write(mlap2p_ll_slot(link, s), buf, n, flag);
-	mlap2p_small_sent(link, s);
-	return 1;
-}
-
-static inline int mlap2p_ll_recv_small(struct mlap2p_link *link, void *buf,
-				       size_t n, uint32_t polls)
-{
-	struct ncclConnInfo *conn = link->conn;
-	uint64_t s = conn->step, lo, hi;
-	uint32_t flag = mlap2p_ll_flag(s);
-	size_t last = n ? (n - 1) / MLAP2P_LL_PAYLOAD : 0, i;
-	const uint64_t *line = mlap2p_ll_slot(link, s);
-	char *dst = buf;
-
-	/*
-	 * The last line first, as the op engine does, keeping the words
-	 * that showed its flags; then every other line's flags.
-	 */
-	if (!flag)
-		return 0;
-	for (;;) {
-		hi = __atomic_load_n(&line[2 * last + 1], __ATOMIC_RELAXED);
-		lo = __atomic_load_n(&line[2 * last], __ATOMIC_RELAXED);
-		if ((uint32_t)(hi >> 32) == flag &&
-		    (uint32_t)(lo >> 32) == flag)
-			break;
-		if (!--polls)
-			return 0;
-	}
-	for (i = 0; i < last; i++) {
-		const uint64_t *w = &line[2 * i];
-		uint64_t l = __atomic_load_n(&w[0], __ATOMIC_RELAXED);
-		uint64_t h = __atomic_load_n(&w[1], __ATOMIC_RELAXED);
-		uint64_t v = (l & 0xffffffffu) | (h << 32);
-
-		/* nothing taken yet: start over later */
-		if ((uint32_t)(l >> 32) != flag || (uint32_t)(h >> 32) != flag)
-			return 0;
-		memcpy(dst + i * MLAP2P_LL_PAYLOAD, &v, sizeof(v));
-	}
-	mlap2p_ll_put_tail(dst + last * MLAP2P_LL_PAYLOAD,
-			   (lo & 0xffffffffu) | (hi << 32),
-			   n - last * MLAP2P_LL_PAYLOAD);
-	conn->step = s + 1;
-	mlap2p_store_release(conn->head, s + 1);
-	return 1;
+	return 0;
 }
 
 /*
@@ -625,5 +507,10 @@ static inline int mlap2p_spin_idle(struct mlap2p_spin *s)
 		mlap2p_cpu_relax();
 	return (n & 255) == 0;
 }
+
+/* The wire formats: one writer and one reader each, shared by the op
+ * engine and the latency path. */
+#include "proto/ll.h"
+#include "proto/ll128.h"
 
 #endif /* MLAP2P_PROTO_H */

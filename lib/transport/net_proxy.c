@@ -106,26 +106,15 @@ static int net_ll_gather(struct ncclProxyArgs *a, uint64_t s, size_t n,
 			 char *out, size_t *len)
 {
 	const uint64_t *line = (const uint64_t *)net_slot(a, NCCL_PROTO_LL, s);
-	uint32_t flag = (uint32_t)(s + 1);
-	size_t lines = n ? (n + 7) / 8 : 1, i;
 
-	if (!flag) {
+	if (!mlap2p_ll_flag(s)) {
 		*len = 0;
 		return 1;
 	}
 	if (n > a->payload[NCCL_PROTO_LL])
 		return -EPROTO;
-	for (i = 0; i < lines; i++) {
-		uint64_t lo = __atomic_load_n(&line[2 * i], __ATOMIC_ACQUIRE);
-		uint64_t hi = __atomic_load_n(&line[2 * i + 1], __ATOMIC_ACQUIRE);
-		uint64_t v;
-		size_t at = i * 8;
-
-		if ((uint32_t)(lo >> 32) != flag || (uint32_t)(hi >> 32) != flag)
-			return 0;
-		v = (lo & 0xffffffffu) | (hi << 32);
-		memcpy(out + at, &v, n - at < 8 ? n - at : 8);
-	}
+	if (mlap2p_ll_take_slot(line, s, out, n, 0) < mlap2p_ll_lines(n))
+		return 0;
 	*len = n;
 	return 1;
 }
@@ -134,19 +123,11 @@ static int net_ll128_gather(struct ncclProxyArgs *a, uint64_t s, size_t n,
 			    char *out, size_t *len)
 {
 	const uint64_t *base = (const uint64_t *)net_slot(a, NCCL_PROTO_LL128, s);
-	size_t lines = n ? (n + 119) / 120 : 1, i;
 
 	if (n > a->payload[NCCL_PROTO_LL128])
 		return -EPROTO;
-	for (i = 0; i < lines; i++) {
-		const uint64_t *line = base + i * 16;
-		size_t at = i * 120;
-
-		if (__atomic_load_n(&line[15], __ATOMIC_ACQUIRE) != s + 1)
-			return 0;
-		if (at < n)
-			memcpy(out + at, line, n - at < 120 ? n - at : 120);
-	}
+	if (mlap2p_ll128_take_slot(base, s, out, n, 0) < mlap2p_ll128_lines(n))
+		return 0;
 	*len = n;
 	return 1;
 }
@@ -356,37 +337,35 @@ static void net_landing_read(struct ncclProxyArgs *a, uint64_t s, size_t off,
 		memcpy(d, aux + (off - first), len);
 }
 
-/* Write LL step @s (payload @n bytes in the landing area) as lines. */
+/*
+ * Write LL step @s (payload @n bytes in the landing area, which may span
+ * the SIMPLE slot and aux, so line by line) with the sender's rules: the
+ * wrap step zeroes the slot, a cleaning step rewrites the unused lines.
+ */
 static void net_ll_deliver(struct ncclProxyArgs *a, uint64_t s, size_t n)
 {
 	uint64_t *line = (uint64_t *)net_slot(a, NCCL_PROTO_LL, s);
-	size_t slotLines = a->slot[NCCL_PROTO_LL] / 16, lines, i;
-	uint32_t flag = (uint32_t)(s + 1);
-	uint64_t f = (uint64_t)flag << 32, v;
+	size_t slotLines = a->slot[NCCL_PROTO_LL] / MLAP2P_LL_LINE, i;
+	uint32_t flag = mlap2p_ll_flag(s);
+	uint64_t v;
 
-	if (!flag) {	/* the wrap step: zero the slot, as the sender does */
-		for (i = 0; i < 2 * slotLines; i++)
-			__atomic_store_n(&line[i], 0, __ATOMIC_RELAXED);
+	if (!flag) {
+		for (i = 0; i < slotLines; i++)
+			mlap2p_ll_store(line + 2 * i, 0, 0);
 		return;
 	}
-	lines = n ? (n + 7) / 8 : 1;
-	for (i = 0; i < lines; i++) {
-		size_t at = i * 8;
+	for (i = 0; i < mlap2p_ll_lines(n); i++) {
+		size_t at = i * MLAP2P_LL_PAYLOAD;
 
 		v = 0;
 		if (at < n)
-			net_landing_read(a, s, at, &v, n - at < 8 ? n - at : 8);
-		__atomic_store_n(&line[2 * i], (v & 0xffffffffu) | f,
-				 __ATOMIC_RELAXED);
-		__atomic_store_n(&line[2 * i + 1], (v >> 32) | f,
-				 __ATOMIC_RELAXED);
+			net_landing_read(a, s, at, &v,
+					 mlap2p_min(n - at, MLAP2P_LL_PAYLOAD));
+		mlap2p_ll_store(line + 2 * i, v, flag);
 	}
-	/* The sender's cleaning rule, so no line here grows 2^32 steps old. */
 	if ((s & NCCL_LL_CLEAN_MASK) == NCCL_LL_CLEAN_MASK)
-		for (; i < slotLines; i++) {
-			__atomic_store_n(&line[2 * i], f, __ATOMIC_RELAXED);
-			__atomic_store_n(&line[2 * i + 1], f, __ATOMIC_RELAXED);
-		}
+		for (; i < slotLines; i++)
+			mlap2p_ll_store(line + 2 * i, 0, flag);
 }
 
 static void net_ll128_deliver(struct ncclProxyArgs *a, uint64_t s, size_t n)
