@@ -64,6 +64,7 @@ check: deps
 TSAN_TESTS := lib_modes_test lib_bootstrap_test lib_ring_test lib_teardown_test dp_proto_test net_test
 
 check-host: selftests
+	$(TOP)/scripts/check-layers $(B)/lib/.obj
 	$(TOP)/selftests/mlap2p/run_tests.sh --host $(B)/selftests
 	$(MAKE) -C lib SAN=asan
 	$(MAKE) -C selftests/mlap2p SAN=asan
