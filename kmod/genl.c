@@ -15,7 +15,9 @@
  * checked against the socket's opener too) sees every region.  Anyone else
  * sees the regions that one of its open /dev/mlap2p files holds a handle
  * to, owned or imported, collected from the caller's file table when the
- * request arrives (in .start for a dump).
+ * request arrives (in .start for a dump) into an xarray set of region ids:
+ * each open file is read once however many fds name it, and no
+ * allocation is larger than an xarray node (mlap2p_current_region_ids()).
  *
  * Dumps keep a cursor: the next MLA, or the next region id (regions are
  * walked in id order, see mlap2p_region_gather()).
@@ -34,7 +36,6 @@
  */
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
 
-#include <linux/bsearch.h>
 #include <linux/capability.h>
 #include <linux/errno.h>
 #include <linux/minmax.h>
@@ -43,6 +44,7 @@
 #include <linux/mutex.h>
 #include <linux/sched.h>
 #include <linux/slab.h>
+#include <linux/xarray.h>
 #include <net/genetlink.h>
 #include <net/net_namespace.h>
 #include <net/netlink.h>
@@ -459,8 +461,7 @@ out_unlock:
 /* What a GET_REGION request asks for and who asks. */
 struct mlap2p_region_sel {
 	u64 id;			/* 0: any */
-	u64 *held;		/* unless @all: the caller's regions, sorted */
-	unsigned int nr_held;
+	struct xarray held;	/* unless @all: ids of the caller's regions */
 	u32 device;		/* MLAP2P_NO_MLA: any */
 	bool all;		/* CAP_SYS_ADMIN: every region is visible */
 };
@@ -492,27 +493,24 @@ static int mlap2p_region_sel_who(struct sk_buff *skb,
 				 struct mlap2p_region_sel *sel)
 {
 	sel->all = netlink_capable(skb, CAP_SYS_ADMIN);
-	if (sel->all)
+	if (sel->all) {
+		xa_init(&sel->held);
 		return 0;
-	return mlap2p_current_region_ids(&sel->held, &sel->nr_held);
+	}
+	return mlap2p_current_region_ids(&sel->held);
 }
 
-static int mlap2p_cmp_u64(const void *a, const void *b)
-{
-	u64 x = *(const u64 *)a, y = *(const u64 *)b;
-
-	return x < y ? -1 : x > y;
-}
-
-static bool mlap2p_region_sel_match(const struct mlap2p_region_sel *sel,
+static bool mlap2p_region_sel_match(struct mlap2p_region_sel *sel,
 				    const struct mlap2p_region_view *v)
 {
 	if (sel->id && v->id != sel->id)
 		return false;
 	if (sel->device != MLAP2P_NO_MLA && v->device != sel->device)
 		return false;
-	return sel->all || bsearch(&v->id, sel->held, sel->nr_held,
-				   sizeof(v->id), mlap2p_cmp_u64);
+	if (sel->all)
+		return true;
+	/* See mlap2p_current_region_ids(): such ids are never in the set. */
+	return (unsigned long)v->id == v->id && xa_load(&sel->held, v->id);
 }
 
 static int mlap2p_genl_get_region(struct sk_buff *skb, struct genl_info *info)
@@ -540,7 +538,7 @@ static int mlap2p_genl_get_region(struct sk_buff *skb, struct genl_info *info)
 		return ret;
 	found = !mlap2p_region_view_id(sel.id, &v) &&
 		mlap2p_region_sel_match(&sel, &v);
-	kfree(sel.held);
+	xa_destroy(&sel.held);
 	if (!found) {
 		NL_SET_ERR_MSG_ATTR(info->extack, nest, "no such region");
 		return -ENOENT;
@@ -599,7 +597,7 @@ static int mlap2p_region_gather(const struct mlap2p_region_view *v,
 static void mlap2p_region_dump_free(struct mlap2p_region_dump *d)
 {
 	if (d)
-		kfree(d->sel.held);
+		xa_destroy(&d->sel.held);
 	kvfree(d);
 }
 
@@ -612,6 +610,7 @@ static int mlap2p_genl_region_start(struct netlink_callback *cb)
 	d = kvzalloc(sizeof(*d), GFP_KERNEL);
 	if (!d)
 		return -ENOMEM;
+	xa_init(&d->sel.held);
 	/* The core validated the request already; this only finds the nest. */
 	ret = nlmsg_parse(cb->nlh, GENL_HDRLEN, tb, ARRAY_SIZE(tb) - 1,
 			  mlap2p_get_region_policy, cb->extack);

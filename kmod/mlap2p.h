@@ -269,12 +269,15 @@ struct mlap2p_region *mlap2p_handle_get(struct mlap2p_file *f, u32 id,
 					struct mlap2p_handle *copy);
 /*
  * For genl's unprivileged GET_REGION: the ids of the regions that
- * current's open /dev/mlap2p files hold handles to (owned or imported),
- * sorted ascending without duplicates.  *@ids is a kmalloc'ed array the
- * caller kfree()s (NULL when *@nr is 0).  Takes file locks: call it
- * without mlap2p_lock held.  Returns 0 or -ENOMEM.
+ * current's open /dev/mlap2p files hold handles to (owned or imported), as
+ * the indices of @ids, which this initialises and the caller destroys
+ * (xa_destroy()).  Each open file is read once however many fds refer to
+ * it, and the set holds each id once, so neither the cost nor the memory
+ * grows with dup()s, and no allocation is larger than an xarray node.
+ * Takes file locks: call it without mlap2p_lock held.  Returns 0, -ENOMEM
+ * or -EINTR (fatal signal); on error @ids is empty.
  */
-int mlap2p_current_region_ids(u64 **ids, unsigned int *nr);
+int mlap2p_current_region_ids(struct xarray *ids);
 
 /*
  * genl.c: the generic netlink family.  init returns -EOPNOTSUPP when the

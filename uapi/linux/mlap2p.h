@@ -248,7 +248,9 @@ struct mlap2p_region_info {
  *		only that MLA's regions.  Without CAP_SYS_ADMIN a caller sees
  *		only regions that one of its open /dev/mlap2p files holds a
  *		handle to (owned or imported) when the request arrives; doit
- *		gives -ENOENT for the others.  A dump walks by region id, so a
+ *		gives -ENOENT for the others.  Each open file counts once,
+ *		however many fds refer to it, so the cost does not grow with
+ *		dup().  A dump walks by region id, so a
  *		region live for the whole dump appears exactly once;
  *		NLM_F_DUMP_INTR says regions came or went meanwhile.
  * GET_STATS	doit: a STATS nest, then one DEV nest (DEV_MLA, DEV_CAPACITY,
