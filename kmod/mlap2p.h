@@ -19,6 +19,10 @@
  *
  * Locks, outermost first
  *
+ *   mlap2p_region.exp_lock mutex; held by IPC_GET_HANDLE from the check
+ *                          of the exporter's credentials, over the copy
+ *                          of the handle to user space, to the commit.
+ *                          Nothing takes it under mmap_lock.
  *   mmap_lock              taken by the mm core around ->mmap and vm_ops.
  *   mlap2p_file.lock       mutex; the file's handle table and limits.
  *   mlap2p_lock            mutex in region.c; the region list and hash,
@@ -26,7 +30,7 @@
  *                          topology, per-MLA usage and the counters.
  *
  * Rules that keep this order: no copy_{to,from}_user (which may take
- * mmap_lock) while holding either mutex; never put a region while holding
+ * mmap_lock) while holding mlap2p_file.lock or mlap2p_lock; never put a region while holding
  * mlap2p_lock (its release takes mlap2p_lock); references found by a global
  * lookup are taken with kref_get_unless_zero() under mlap2p_lock.  No
  * spinlocks are taken by this module, so every path may sleep.
@@ -100,6 +104,7 @@ struct mlap2p_export {
 
 struct mlap2p_region {
 	struct kref ref;
+	struct mutex exp_lock;		/* one IPC_GET_HANDLE at a time */
 	/* Immutable after mlap2p_region_create(), @id after publication. */
 	u64 id;				/* 0 until published */
 	u64 size;			/* bytes, a multiple of PAGE_SIZE */
@@ -116,7 +121,8 @@ struct mlap2p_region {
 	struct pid *owner;		/* owner's thread group, NULL once freed */
 	u32 importers;			/* imported handles, all files */
 	u32 mappings;			/* live VMAs, all processes */
-	struct mlap2p_export exp[2];	/* [0] read-write, [1] read-only */
+	/* [0] read-write, [1] read-only; the secrets are immutable. */
+	struct mlap2p_export exp[2];
 	struct user_namespace *exp_ns;	/* exporter's user ns, NULL until exported */
 	kuid_t exp_euid;		/* exporter's euid */
 };
@@ -213,8 +219,10 @@ struct mlap2p_region *mlap2p_region_create(u32 device, u64 size, u32 flags);
 void mlap2p_region_put(struct mlap2p_region *r);
 void mlap2p_region_publish(struct mlap2p_region *r);
 void mlap2p_region_disown(struct mlap2p_region *r);
-int mlap2p_region_export(struct mlap2p_region *r, u32 flags,
-			 struct mlap2p_ipc_blob *blob);
+int mlap2p_region_export_begin(struct mlap2p_region *r, u32 flags,
+			       struct mlap2p_ipc_blob *blob);
+void mlap2p_region_export_abort(struct mlap2p_region *r);
+int mlap2p_region_export_commit(struct mlap2p_region *r, u32 flags);
 struct mlap2p_region *mlap2p_region_open(const struct mlap2p_ipc_blob *blob,
 					 bool *rdonly);
 void mlap2p_region_import(struct mlap2p_region *r);

@@ -175,12 +175,17 @@ static int mlap2p_region_alloc_pages(struct mlap2p_region *r, bool contig)
 struct mlap2p_region *mlap2p_region_create(u32 device, u64 size, u32 flags)
 {
 	struct mlap2p_region *r;
+	unsigned int i;
 	int ret;
 
 	r = kzalloc(sizeof(*r), GFP_KERNEL_ACCOUNT);
 	if (!r)
 		return ERR_PTR(-ENOMEM);
 	kref_init(&r->ref);
+	mutex_init(&r->exp_lock);
+	/* Each secret is unused until an export of its kind validates it. */
+	for (i = 0; i < ARRAY_SIZE(r->exp); i++)
+		get_random_bytes(r->exp[i].secret, sizeof(r->exp[i].secret));
 	INIT_LIST_HEAD(&r->node);
 	INIT_HLIST_NODE(&r->hnode);
 	r->device = device;
@@ -229,6 +234,7 @@ static void mlap2p_region_release(struct kref *ref)
 	if (r->exp_ns)
 		put_user_ns(r->exp_ns);
 	put_pid(r->owner);
+	mutex_destroy(&r->exp_lock);
 	kfree(r);
 }
 
@@ -293,24 +299,65 @@ static void mlap2p_blob_fill(struct mlap2p_ipc_blob *b,
 }
 
 /**
- * mlap2p_region_export() - IPC handle for an owned region
+ * mlap2p_region_export_begin() - what an export of @r would return
  * @r: the region, referenced by the caller's owned handle
  * @flags: MLAP2P_IPC_F_*, already validated
  * @blob: filled with the handle
  *
- * Each export kind (read-write, read-only) gets its own 128-bit secret on
- * first use; later exports of that kind return the same handle.  The first
+ * Each export kind (read-write, read-only) has its own 128-bit secret,
+ * drawn when the region is created and valid from its first export on;
+ * every export of that kind returns the same handle.  The first
  * exporter's user namespace and euid are what importers are checked
- * against, so a later export under other credentials is refused.
+ * against, so an export under other credentials is refused.
  *
- * Return: 0, -ENOENT if the owner handle went away meanwhile, or -EACCES.
+ * Nothing changes here: the caller copies @blob out, then commits with
+ * mlap2p_region_export_commit() or gives up with
+ * mlap2p_region_export_abort().  @r->exp_lock, held in between, keeps
+ * other exports of @r from passing the credential check meanwhile.
+ *
+ * Return: 0 with @r->exp_lock held; otherwise -EINTR (fatal signal while
+ * waiting for another export), -ENOENT if the owner handle went away
+ * meanwhile, or -EACCES.
  */
-int mlap2p_region_export(struct mlap2p_region *r, u32 flags,
-			 struct mlap2p_ipc_blob *blob)
+int mlap2p_region_export_begin(struct mlap2p_region *r, u32 flags,
+			       struct mlap2p_ipc_blob *blob)
 {
-	struct user_namespace *ns = current_user_ns();
-	kuid_t euid = current_euid();
-	struct mlap2p_export *e = &r->exp[flags & MLAP2P_IPC_F_RDONLY];
+	int ret = 0;
+
+	if (mutex_lock_killable(&r->exp_lock))
+		return -EINTR;
+	mutex_lock(&mlap2p_lock);
+	if (!r->owned)
+		ret = -ENOENT;
+	else if (r->exp_ns && (r->exp_ns != current_user_ns() ||
+			       !uid_eq(r->exp_euid, current_euid())))
+		ret = -EACCES;
+	else
+		mlap2p_blob_fill(blob, r, flags);
+	mutex_unlock(&mlap2p_lock);
+	if (ret)
+		mutex_unlock(&r->exp_lock);
+	return ret;
+}
+
+void mlap2p_region_export_abort(struct mlap2p_region *r)
+{
+	mutex_unlock(&r->exp_lock);
+}
+
+/**
+ * mlap2p_region_export_commit() - make the export of a begin take effect
+ * @r: the region, with @r->exp_lock held by mlap2p_region_export_begin()
+ * @flags: as given to it
+ *
+ * Validates the handle, records the exporter's credentials on a first
+ * export, counts it and sends the event.  Releases @r->exp_lock.
+ *
+ * Return: 0, or -ENOENT if the owner handle went away since the begin
+ * (the handle copied out then names nothing openable).
+ */
+int mlap2p_region_export_commit(struct mlap2p_region *r, u32 flags)
+{
 	int ret = 0;
 
 	mutex_lock(&mlap2p_lock);
@@ -319,20 +366,14 @@ int mlap2p_region_export(struct mlap2p_region *r, u32 flags,
 		goto out_unlock;
 	}
 	if (!r->exp_ns) {
-		r->exp_ns = get_user_ns(ns);
-		r->exp_euid = euid;
-	} else if (r->exp_ns != ns || !uid_eq(r->exp_euid, euid)) {
-		ret = -EACCES;
-		goto out_unlock;
+		r->exp_ns = get_user_ns(current_user_ns());
+		r->exp_euid = current_euid();
 	}
-	if (!e->valid) {
-		get_random_bytes(e->secret, sizeof(e->secret));
-		e->valid = true;
-	}
-	mlap2p_blob_fill(blob, r, flags);
+	r->exp[flags & MLAP2P_IPC_F_RDONLY].valid = true;
 	mlap2p_stats.exports++;
 out_unlock:
 	mutex_unlock(&mlap2p_lock);
+	mutex_unlock(&r->exp_lock);
 	if (!ret)
 		mlap2p_genl_notify(MLAP2P_CMD_EVENT_REGION_EXPORT, r);
 	return ret;
