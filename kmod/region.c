@@ -629,7 +629,11 @@ int mlap2p_dev_usage(u32 mla, struct mlap2p_topo_dev *dev,
 	return ret;
 }
 
-/* Topology facts, capacity and usage of global MLA @mla; -EINVAL if none. */
+/*
+ * For DEV_INFO: topology facts and capacity of global MLA @mla, and in
+ * @used the bytes its live regions hold (not the capacity reserved by
+ * allocations still in progress); -EINVAL if there is no such MLA.
+ */
 int mlap2p_dev_query(u32 mla, struct mlap2p_topo_dev *dev, u64 *capacity,
 		     u64 *used)
 {
@@ -639,7 +643,7 @@ int mlap2p_dev_query(u32 mla, struct mlap2p_topo_dev *dev, u64 *capacity,
 	ret = mlap2p_dev_usage(mla, dev, &u);
 	if (!ret) {
 		*capacity = u.capacity;
-		*used = u.used;
+		*used = u.live;
 	}
 	return ret;
 }

@@ -10,6 +10,10 @@
  */
 #include "mlap2p_test.h"
 
+#include <poll.h>
+#include <pthread.h>
+#include <linux/userfaultfd.h>
+
 FIXTURE(dev) {
 	int fd;
 	struct mlap2p_info info;
@@ -264,6 +268,100 @@ TEST_F(dev, dev_info_used_follows_allocations)
 	ASSERT_EQ(0, mlap2p_free(self->fd, a.handle));
 	ASSERT_EQ(0, mlap2p_dev_info(self->fd, self->mla, &after));
 	EXPECT_EQ(before.used, after.used);
+}
+
+struct blocked_alloc {
+	int fd;
+	struct mlap2p_mem_alloc *a;
+	int ret;
+};
+
+static void *blocked_alloc_run(void *arg)
+{
+	struct blocked_alloc *b = arg;
+
+	b->ret = mlap2p_ioctl(b->fd, MLAP2P_IOC_MEM_ALLOC, b->a);
+	return NULL;
+}
+
+/*
+ * DEV_INFO.used is the bytes of live regions, not of allocations in
+ * progress.  The argument of a MEM_ALLOC sits in a page that userfaultfd
+ * write-protects: the kernel reads it, creates the region, then blocks
+ * writing the result back, with the region reserved but not yet live.
+ * Until the page is released, used (and live_regions) must not move.
+ */
+TEST_F(dev, dev_info_used_ignores_allocations_in_progress)
+{
+	struct uffdio_writeprotect wp;
+	struct mlap2p_counters c0, c1;
+	struct mlap2p_dev_info d0, d1;
+	struct uffdio_register reg;
+	struct uffdio_api api;
+	struct uffd_msg msg;
+	struct blocked_alloc b;
+	struct pollfd pfd;
+	bool ctr = counters_available();
+	pthread_t t;
+	void *pg;
+	int uffd;
+
+	uffd = (int)syscall(SYS_userfaultfd, O_CLOEXEC | O_NONBLOCK);
+	if (uffd < 0)
+		SKIP(return, "userfaultfd: %s", strerror(errno));
+	memset(&api, 0, sizeof(api));
+	api.api = UFFD_API;
+	api.features = UFFD_FEATURE_PAGEFAULT_FLAG_WP;
+	if (ioctl(uffd, UFFDIO_API, &api)) {
+		close(uffd);
+		SKIP(return, "userfaultfd write-protect: %s", strerror(errno));
+	}
+	pg = mmap(NULL, self->page, PROT_READ | PROT_WRITE,
+		  MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	ASSERT_NE(MAP_FAILED, pg);
+	b.fd = self->fd;
+	b.a = pg;
+	mlap2p_alloc_args(b.a, 4 * self->page, self->mla);
+	memset(&reg, 0, sizeof(reg));
+	reg.range.start = (unsigned long)pg;
+	reg.range.len = self->page;
+	reg.mode = UFFDIO_REGISTER_MODE_WP;
+	ASSERT_EQ(0, ioctl(uffd, UFFDIO_REGISTER, &reg));
+	memset(&wp, 0, sizeof(wp));
+	wp.range = reg.range;
+	wp.mode = UFFDIO_WRITEPROTECT_MODE_WP;
+	ASSERT_EQ(0, ioctl(uffd, UFFDIO_WRITEPROTECT, &wp));
+
+	ASSERT_EQ(0, mlap2p_dev_info(self->fd, self->mla, &d0));
+	if (ctr) {
+		ASSERT_EQ(0, mlap2p_counters_read(&c0));
+	}
+	ASSERT_EQ(0, pthread_create(&t, NULL, blocked_alloc_run, &b));
+
+	/* The copy of the result faults: the allocation is in progress. */
+	pfd.fd = uffd;
+	pfd.events = POLLIN;
+	EXPECT_EQ(1, poll(&pfd, 1, 20000));
+	EXPECT_EQ((ssize_t)sizeof(msg), read(uffd, &msg, sizeof(msg)));
+	EXPECT_EQ(UFFD_EVENT_PAGEFAULT, msg.event);
+	EXPECT_TRUE(msg.arg.pagefault.flags & UFFD_PAGEFAULT_FLAG_WP);
+	ASSERT_EQ(0, mlap2p_dev_info(self->fd, self->mla, &d1));
+	EXPECT_EQ(d0.used, d1.used);
+	if (ctr) {
+		ASSERT_EQ(0, mlap2p_counters_read(&c1));
+		EXPECT_EQ(c0.live_regions, c1.live_regions);
+	}
+
+	/* Let the copy through: now it is live and counted. */
+	wp.mode = 0;
+	ASSERT_EQ(0, ioctl(uffd, UFFDIO_WRITEPROTECT, &wp));
+	ASSERT_EQ(0, pthread_join(t, NULL));
+	ASSERT_EQ(0, b.ret);
+	ASSERT_EQ(0, mlap2p_dev_info(self->fd, self->mla, &d1));
+	EXPECT_EQ(d0.used + b.a->alloc_size, d1.used);
+	EXPECT_EQ(0, mlap2p_free(self->fd, b.a->handle));
+	munmap(pg, self->page);
+	close(uffd);
 }
 
 TEST_F(dev, mem_alloc_rounds_sizes_to_pages)
