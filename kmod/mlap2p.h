@@ -55,6 +55,7 @@ struct file;
 struct page;
 struct pid;
 struct user_namespace;
+struct user_struct;
 struct vm_area_struct;
 
 /* Backing chunks: 2 MiB physically contiguous when the allocator can. */
@@ -112,6 +113,7 @@ struct mlap2p_region {
 	unsigned long nr_pages;
 	unsigned long nr_contig;	/* pages that came in 2 MiB chunks */
 	struct page **pages;		/* order-0 pages, zeroed */
+	struct user_struct *user;	/* nr_pages charged to its locked_vm */
 
 	/* Protected by mlap2p_lock. */
 	struct list_head node;		/* mlap2p_regions, by id */

@@ -22,6 +22,7 @@
 #include <linux/random.h>
 #include <linux/sched.h>
 #include <linux/sched/signal.h>
+#include <linux/sched/user.h>
 #include <linux/slab.h>
 #include <linux/string.h>
 #include <linux/user_namespace.h>
@@ -163,6 +164,42 @@ static int mlap2p_region_alloc_pages(struct mlap2p_region *r, bool contig)
 	return 0;
 }
 
+/*
+ * Region pages cannot be swapped or reclaimed, as io_uring's registered
+ * buffers and RDMA registrations cannot: charge them, like those, to the
+ * allocating user's locked_vm against current's RLIMIT_MEMLOCK, unless it
+ * has CAP_IPC_LOCK.  The user is the real uid's (current_user()), shared
+ * by every process and file of that user.  -ENOMEM past the limit.
+ */
+static int mlap2p_region_charge(struct mlap2p_region *r)
+{
+	unsigned long limit;
+	struct user_struct *user;
+	long cur, next;
+
+	if (capable(CAP_IPC_LOCK))
+		return 0;
+	limit = rlimit(RLIMIT_MEMLOCK) >> PAGE_SHIFT;
+	user = current_user();
+	cur = atomic_long_read(&user->locked_vm);
+	do {
+		if (r->nr_pages > limit ||
+		    (unsigned long)cur > limit - r->nr_pages)
+			return -ENOMEM;
+		next = cur + r->nr_pages;
+	} while (!atomic_long_try_cmpxchg(&user->locked_vm, &cur, next));
+	r->user = get_uid(user);
+	return 0;
+}
+
+static void mlap2p_region_uncharge(struct mlap2p_region *r)
+{
+	if (!r->user)
+		return;
+	atomic_long_sub(r->nr_pages, &r->user->locked_vm);
+	free_uid(r->user);
+}
+
 /**
  * mlap2p_region_create() - allocate an unpublished region
  * @device: global MLA id
@@ -170,7 +207,8 @@ static int mlap2p_region_alloc_pages(struct mlap2p_region *r, bool contig)
  * @flags: MLAP2P_MEM_F_*
  *
  * Return: the region with one reference, or ERR_PTR(-EINVAL) for a bad
- * MLA, -ENOSPC when the MLA is full, -ENOMEM or -EINTR.
+ * MLA, -ENOSPC when the MLA is full, -ENOMEM (no memory, or the caller's
+ * RLIMIT_MEMLOCK would be exceeded) or -EINTR.
  */
 struct mlap2p_region *mlap2p_region_create(u32 device, u64 size, u32 flags)
 {
@@ -197,7 +235,10 @@ struct mlap2p_region *mlap2p_region_create(u32 device, u64 size, u32 flags)
 		kfree(r);
 		return ERR_PTR(ret);
 	}
-	ret = mlap2p_region_alloc_pages(r, flags & MLAP2P_MEM_F_CONTIG);
+	/* From here the release undoes what is done. */
+	ret = mlap2p_region_charge(r);
+	if (!ret)
+		ret = mlap2p_region_alloc_pages(r, flags & MLAP2P_MEM_F_CONTIG);
 	if (ret) {
 		mlap2p_region_put(r);
 		return ERR_PTR(ret);
@@ -231,6 +272,7 @@ static void mlap2p_region_release(struct kref *ref)
 		}
 		kvfree(r->pages);
 	}
+	mlap2p_region_uncharge(r);
 	if (r->exp_ns)
 		put_user_ns(r->exp_ns);
 	put_pid(r->owner);
