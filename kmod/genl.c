@@ -11,8 +11,13 @@
  * any attribute sent to them.  Handlers add an extack message to every
  * rejection of their own.
  *
- * Who sees which region.  CAP_SYS_ADMIN (over the initial user namespace,
- * checked against the socket's opener too) sees every region.  Anyone else
+ * Credentials.  Handlers run in the sending task's context.
+ * netlink_capable() checks the sender's capability over the initial user
+ * namespace and, only when the request was sent without a destination
+ * address (send(), write(): no NETLINK_SKB_DST), the socket opener's as
+ * well; with sendto()/sendmsg() naming an address the sender alone counts.
+ *
+ * Who sees which region.  CAP_SYS_ADMIN (as above) sees every region.  Anyone else
  * sees the regions that one of its open /dev/mlap2p files holds a handle
  * to, owned or imported, collected from the caller's file table when the
  * request arrives (in .start for a dump) into an xarray set of region ids:
@@ -417,9 +422,10 @@ static int mlap2p_genl_set_topo(struct sk_buff *skb, struct genl_info *info)
 
 	/*
 	 * What GENL_ADMIN_PERM would check (the family lives in init_net
-	 * only, so over the initial user namespace, and of the socket's
-	 * opener too), but here it can say why.  The core has validated
-	 * the attributes by now.
+	 * only, so over the initial user namespace; see "Credentials"
+	 * above), but here it can say why.  The core has validated the
+	 * attributes by now, so a bad value gives EINVAL or ERANGE even to
+	 * a caller without the capability (documented).
 	 */
 	if (!netlink_capable(skb, CAP_NET_ADMIN)) {
 		NL_SET_ERR_MSG(info->extack,
