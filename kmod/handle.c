@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * mlap2p per-file handle tables.  A local handle is a small integer private
- * to one open file; it holds one region reference.  Handles are created in
+ * mlap2p per-file handle tables and their limits (the module parameters
+ * max_regions_per_file and max_bytes_per_file_mb).  A local handle is a
+ * small integer private to one open file; it holds one region reference.  Handles are created in
  * two steps: reserve (limits checked, id taken, slot empty), then commit
  * once the ioctl has told user space about it, so a failure in between
  * (a bad output pointer, say) leaves nothing behind.
@@ -12,12 +13,57 @@
 #include <linux/fdtable.h>
 #include <linux/file.h>
 #include <linux/fs.h>
+#include <linux/module.h>
+#include <linux/moduleparam.h>
 #include <linux/sched.h>
 #include <linux/slab.h>
 #include <linux/sched/signal.h>
 #include <linux/xarray.h>
 
 #include "mlap2p.h"
+
+/* The per-file limits: module parameters, writable at run time. */
+static unsigned int max_regions_per_file = 4096;
+static unsigned int max_bytes_per_file_mb = 8192;
+
+static int mlap2p_set_regions(const char *val, const struct kernel_param *kp)
+{
+	return param_set_uint_minmax(val, kp, 1, MLAP2P_HANDLE_MAX);
+}
+
+static int mlap2p_set_bytes(const char *val, const struct kernel_param *kp)
+{
+	return param_set_uint_minmax(val, kp, 1, UINT_MAX);
+}
+
+static const struct kernel_param_ops mlap2p_regions_ops = {
+	.set	= mlap2p_set_regions,
+	.get	= param_get_uint,
+};
+
+static const struct kernel_param_ops mlap2p_bytes_ops = {
+	.set	= mlap2p_set_bytes,
+	.get	= param_get_uint,
+};
+
+module_param_cb(max_regions_per_file, &mlap2p_regions_ops,
+		&max_regions_per_file, 0644);
+MODULE_PARM_DESC(max_regions_per_file,
+		 "Handles one open file may hold (default 4096; -ENOSPC)");
+module_param_cb(max_bytes_per_file_mb, &mlap2p_bytes_ops,
+		&max_bytes_per_file_mb, 0644);
+MODULE_PARM_DESC(max_bytes_per_file_mb,
+		 "MiB one open file may allocate (default 8192; -ENOMEM)");
+
+u32 mlap2p_limit_regions(void)
+{
+	return READ_ONCE(max_regions_per_file);
+}
+
+u64 mlap2p_limit_bytes(void)
+{
+	return (u64)READ_ONCE(max_bytes_per_file_mb) << 20;
+}
 
 void mlap2p_file_init(struct mlap2p_file *f)
 {

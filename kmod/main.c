@@ -3,8 +3,9 @@
  * mlap2p: emulated ML-accelerator device memory, unforgeable IPC handles
  * and the MLA/pod locality rules, behind the misc device /dev/mlap2p.
  *
- * This file holds the module parameters, the misc device and its sysfs
- * counters (/sys/class/misc/mlap2p/), and load/unload.  The node may be
+ * This file holds the topology parameters, the misc device and its sysfs
+ * counters (/sys/class/misc/mlap2p/), and load/unload; the per-file limit
+ * parameters live with the handle tables in handle.c.  The node may be
  * world-accessible: every operation checks its caller.
  *
  * Typical use:
@@ -61,59 +62,12 @@ module_param(dev_capacity_mb, uint, 0444);
 MODULE_PARM_DESC(dev_capacity_mb,
 		 "Memory per MLA in MiB, 1..65536 (default 1024)");
 
-static unsigned int max_regions_per_file = 4096;
-static unsigned int max_bytes_per_file_mb = 8192;
-
-static int mlap2p_set_regions(const char *val, const struct kernel_param *kp)
-{
-	return param_set_uint_minmax(val, kp, 1, MLAP2P_HANDLE_MAX);
-}
-
-static int mlap2p_set_bytes(const char *val, const struct kernel_param *kp)
-{
-	return param_set_uint_minmax(val, kp, 1, UINT_MAX);
-}
-
-static const struct kernel_param_ops mlap2p_regions_ops = {
-	.set	= mlap2p_set_regions,
-	.get	= param_get_uint,
-};
-
-static const struct kernel_param_ops mlap2p_bytes_ops = {
-	.set	= mlap2p_set_bytes,
-	.get	= param_get_uint,
-};
-
-module_param_cb(max_regions_per_file, &mlap2p_regions_ops,
-		&max_regions_per_file, 0644);
-MODULE_PARM_DESC(max_regions_per_file,
-		 "Handles one open file may hold (default 4096; -ENOSPC)");
-module_param_cb(max_bytes_per_file_mb, &mlap2p_bytes_ops,
-		&max_bytes_per_file_mb, 0644);
-MODULE_PARM_DESC(max_bytes_per_file_mb,
-		 "MiB one open file may allocate (default 8192; -ENOMEM)");
-
-static bool mlap2p_genl_registered;
-
+/* The genl family is registered for as long as the module is loaded. */
 u64 mlap2p_features(void)
 {
-	u64 feat = MLAP2P_FEAT_IPC_HANDLE | MLAP2P_FEAT_RDONLY |
-		   MLAP2P_FEAT_HUGE_2M | MLAP2P_FEAT_LOCALITY |
-		   MLAP2P_FEAT_REGION_INFO;
-
-	if (mlap2p_genl_registered)
-		feat |= MLAP2P_FEAT_GENL;
-	return feat;
-}
-
-u32 mlap2p_limit_regions(void)
-{
-	return READ_ONCE(max_regions_per_file);
-}
-
-u64 mlap2p_limit_bytes(void)
-{
-	return (u64)READ_ONCE(max_bytes_per_file_mb) << 20;
+	return MLAP2P_FEAT_IPC_HANDLE | MLAP2P_FEAT_RDONLY |
+	       MLAP2P_FEAT_HUGE_2M | MLAP2P_FEAT_LOCALITY |
+	       MLAP2P_FEAT_REGION_INFO | MLAP2P_FEAT_GENL;
 }
 
 /* Counters: one read-only attribute per field of struct mlap2p_stats. */
@@ -266,9 +220,7 @@ static int __init mlap2p_init(void)
 		mlap2p_attrs[i] = &mlap2p_stat_attrs[i].attr.attr;
 
 	ret = mlap2p_genl_init();
-	if (!ret)
-		mlap2p_genl_registered = true;
-	else if (ret != -EOPNOTSUPP)
+	if (ret)
 		return ret;
 
 	/* The user-visible node goes last. */
@@ -278,16 +230,14 @@ static int __init mlap2p_init(void)
 	return 0;
 
 out_genl_exit:
-	if (mlap2p_genl_registered)
-		mlap2p_genl_exit();
+	mlap2p_genl_exit();
 	return ret;
 }
 
 static void __exit mlap2p_exit(void)
 {
 	misc_deregister(&mlap2p_misc);
-	if (mlap2p_genl_registered)
-		mlap2p_genl_exit();
+	mlap2p_genl_exit();
 }
 
 module_init(mlap2p_init);

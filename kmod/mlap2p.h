@@ -197,10 +197,8 @@ struct mlap2p_region_view {
 	bool exported;
 };
 
-/* main.c: features and current limits (module parameters). */
+/* main.c: the feature bits GET_INFO reports. */
 u64 mlap2p_features(void);
-u32 mlap2p_limit_regions(void);
-u64 mlap2p_limit_bytes(void);
 
 /* main.c: the file operations, to recognise /dev/mlap2p files. */
 extern const struct file_operations mlap2p_fops;
@@ -267,6 +265,10 @@ int mlap2p_dev_usage(u32 mla, struct mlap2p_topo_dev *dev,
 void mlap2p_stats_read(struct mlap2p_stats *s);
 void mlap2p_stats_rejected(void);
 
+/* handle.c: the current per-file limits (module parameters). */
+u32 mlap2p_limit_regions(void);
+u64 mlap2p_limit_bytes(void);
+
 /* handle.c: per-file handle tables. */
 void mlap2p_file_init(struct mlap2p_file *f);
 void mlap2p_file_release(struct mlap2p_file *f);
@@ -290,8 +292,8 @@ struct mlap2p_region *mlap2p_handle_get(struct mlap2p_file *f, u32 id,
 int mlap2p_current_region_ids(struct xarray *ids);
 
 /*
- * genl.c: the generic netlink family.  init returns -EOPNOTSUPP when the
- * family is not built in (the module then runs without it).  notify is
+ * genl.c: the generic netlink family, always built in: init returns 0 or
+ * the error of genl_register_family(), which fails the load.  notify is
  * called in process context of the acting process, without any mlap2p
  * lock held, with @r referenced; cmd is an MLAP2P_CMD_EVENT_REGION_*
  * value: NEW after MEM_ALLOC, EXPORT after IPC_GET_HANDLE, OPEN and CLOSE
