@@ -680,42 +680,22 @@ static int mlap2p_genl_dump_region(struct sk_buff *skb,
 /* GET_STATS                                                           */
 /* ------------------------------------------------------------------ */
 
-/* The STATS nest: each attribute and the counter it carries. */
-static const struct {
-	int attr;
-	size_t offset;
-} mlap2p_stat_map[] = {
-#define MLAP2P_STAT(a, f) \
-	{ MLAP2P_A_STAT_##a, offsetof(struct mlap2p_stats, f) }
-	MLAP2P_STAT(ALLOCS, allocs),
-	MLAP2P_STAT(FREES, frees),
-	MLAP2P_STAT(EXPORTS, exports),
-	MLAP2P_STAT(OPENS, opens),
-	MLAP2P_STAT(CLOSES, closes),
-	MLAP2P_STAT(REJECTED, rejected),
-	MLAP2P_STAT(LIVE_REGIONS, live_regions),
-	MLAP2P_STAT(LIVE_BYTES, live_bytes),
-	MLAP2P_STAT(LIVE_MAPPINGS, live_mappings),
-	MLAP2P_STAT(HWM_BYTES, hwm_bytes),
-	MLAP2P_STAT(HWM_REGIONS, hwm_regions),
-	MLAP2P_STAT(HWM_MAPPINGS, hwm_mappings),
-#undef MLAP2P_STAT
-};
-
+/* The STATS nest: every counter of mlap2p_stat_descs[] with an attribute. */
 static int mlap2p_genl_put_stats(struct sk_buff *skb,
 				 const struct mlap2p_stats *s)
 {
+	const struct mlap2p_stat_desc *d;
 	struct nlattr *nest;
 	size_t i;
-	u64 val;
 
 	nest = nla_nest_start(skb, MLAP2P_A_STATS);
 	if (!nest)
 		return -EMSGSIZE;
-	for (i = 0; i < ARRAY_SIZE(mlap2p_stat_map); i++) {
-		memcpy(&val, (const u8 *)s + mlap2p_stat_map[i].offset,
-		       sizeof(val));
-		if (nla_put_u64_64bit(skb, mlap2p_stat_map[i].attr, val,
+	for (i = 0; i < MLAP2P_NR_STATS; i++) {
+		d = &mlap2p_stat_descs[i];
+		if (!d->attr)
+			continue;
+		if (nla_put_u64_64bit(skb, d->attr, mlap2p_stat_get(s, d),
 				      MLAP2P_A_STAT_PAD)) {
 			nla_nest_cancel(skb, nest);
 			return -EMSGSIZE;
@@ -757,7 +737,7 @@ static size_t mlap2p_genl_stats_size(u32 num_devices)
 		     4 * nla_total_size_64bit(sizeof(u64));
 
 	return nla_total_size(0) +
-	       ARRAY_SIZE(mlap2p_stat_map) * nla_total_size_64bit(sizeof(u64)) +
+	       MLAP2P_NR_STATS * nla_total_size_64bit(sizeof(u64)) +
 	       num_devices * dev;
 }
 

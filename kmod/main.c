@@ -70,10 +70,10 @@ u64 mlap2p_features(void)
 	       MLAP2P_FEAT_REGION_INFO | MLAP2P_FEAT_GENL;
 }
 
-/* Counters: one read-only attribute per field of struct mlap2p_stats. */
+/* Counters: a read-only file per mlap2p_stat_descs[] entry with sysfs. */
 struct mlap2p_stat_attr {
 	struct device_attribute attr;
-	size_t offset;
+	const struct mlap2p_stat_desc *desc;
 };
 
 static ssize_t mlap2p_stat_show(struct device *dev,
@@ -82,40 +82,32 @@ static ssize_t mlap2p_stat_show(struct device *dev,
 	const struct mlap2p_stat_attr *sa =
 		container_of(attr, struct mlap2p_stat_attr, attr);
 	struct mlap2p_stats s;
-	u64 val;
 
 	mlap2p_stats_read(&s);
-	memcpy(&val, (const u8 *)&s + sa->offset, sizeof(val));
-	return sysfs_emit(buf, "%llu\n", val);
+	return sysfs_emit(buf, "%llu\n", mlap2p_stat_get(&s, sa->desc));
 }
 
-static struct mlap2p_stat_attr mlap2p_stat_attrs[] = {
-	{ __ATTR(live_regions, 0444, mlap2p_stat_show, NULL),
-	  offsetof(struct mlap2p_stats, live_regions) },
-	{ __ATTR(live_bytes, 0444, mlap2p_stat_show, NULL),
-	  offsetof(struct mlap2p_stats, live_bytes) },
-	{ __ATTR(live_mappings, 0444, mlap2p_stat_show, NULL),
-	  offsetof(struct mlap2p_stats, live_mappings) },
-	{ __ATTR(live_handles, 0444, mlap2p_stat_show, NULL),
-	  offsetof(struct mlap2p_stats, live_handles) },
-	{ __ATTR(allocs, 0444, mlap2p_stat_show, NULL),
-	  offsetof(struct mlap2p_stats, allocs) },
-	{ __ATTR(frees, 0444, mlap2p_stat_show, NULL),
-	  offsetof(struct mlap2p_stats, frees) },
-	{ __ATTR(exports, 0444, mlap2p_stat_show, NULL),
-	  offsetof(struct mlap2p_stats, exports) },
-	{ __ATTR(opens, 0444, mlap2p_stat_show, NULL),
-	  offsetof(struct mlap2p_stats, opens) },
-	{ __ATTR(closes, 0444, mlap2p_stat_show, NULL),
-	  offsetof(struct mlap2p_stats, closes) },
-	{ __ATTR(rejected, 0444, mlap2p_stat_show, NULL),
-	  offsetof(struct mlap2p_stats, rejected) },
-	{ __ATTR(hwm_bytes, 0444, mlap2p_stat_show, NULL),
-	  offsetof(struct mlap2p_stats, hwm_bytes) },
-};
+/* Filled from mlap2p_stat_descs[] at load, before the device exists. */
+static struct mlap2p_stat_attr mlap2p_stat_attrs[MLAP2P_NR_STATS];
+static struct attribute *mlap2p_attrs[MLAP2P_NR_STATS + 1];
 
-/* Filled from mlap2p_stat_attrs[] at load, before the device exists. */
-static struct attribute *mlap2p_attrs[ARRAY_SIZE(mlap2p_stat_attrs) + 1];
+static void mlap2p_stat_attrs_init(void)
+{
+	struct mlap2p_stat_attr *sa;
+	size_t i, n = 0;
+
+	for (i = 0; i < MLAP2P_NR_STATS; i++) {
+		if (!mlap2p_stat_descs[i].sysfs)
+			continue;
+		sa = &mlap2p_stat_attrs[n];
+		sa->desc = &mlap2p_stat_descs[i];
+		sysfs_attr_init(&sa->attr.attr);
+		sa->attr.attr.name = sa->desc->name;
+		sa->attr.attr.mode = 0444;
+		sa->attr.show = mlap2p_stat_show;
+		mlap2p_attrs[n++] = &sa->attr.attr;
+	}
+}
 
 static const struct attribute_group mlap2p_group = {
 	.attrs	= mlap2p_attrs,
@@ -209,15 +201,13 @@ static int mlap2p_config_from_params(void)
 
 static int __init mlap2p_init(void)
 {
-	size_t i;
 	int ret;
 
 	ret = mlap2p_config_from_params();
 	if (ret)
 		return ret;
 
-	for (i = 0; i < ARRAY_SIZE(mlap2p_stat_attrs); i++)
-		mlap2p_attrs[i] = &mlap2p_stat_attrs[i].attr.attr;
+	mlap2p_stat_attrs_init();
 
 	ret = mlap2p_genl_init();
 	if (ret)

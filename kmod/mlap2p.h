@@ -42,6 +42,7 @@
 #include <linux/kref.h>
 #include <linux/list.h>
 #include <linux/mutex.h>
+#include <linux/string.h>
 #include <linux/types.h>
 #include <linux/uidgid.h>
 #include <linux/xarray.h>
@@ -165,6 +166,35 @@ struct mlap2p_stats {
 	u64 hwm_regions;		/* of live_regions (genl only) */
 	u64 hwm_mappings;		/* of live_mappings (genl only) */
 };
+
+/*
+ * The list of the counters (region.c), one entry per field of struct
+ * mlap2p_stats in its order (a build-time check counts them): the field,
+ * its file in /sys/class/misc/mlap2p/ if @sysfs, and the MLAP2P_A_STAT_*
+ * attribute GET_STATS carries it in, or 0.  main.c makes the sysfs files
+ * and genl.c the STATS nest from it, so a new counter is a field and an
+ * entry.  User space lists them on its own (mlap2pctl's GET_STATS table,
+ * selftests/mlap2p/mlap2p_test.h's sysfs reader) and follows this list.
+ */
+struct mlap2p_stat_desc {
+	const char *name;
+	size_t offset;
+	bool sysfs;
+	int attr;
+};
+
+#define MLAP2P_NR_STATS	(sizeof(struct mlap2p_stats) / sizeof(u64))
+
+extern const struct mlap2p_stat_desc mlap2p_stat_descs[MLAP2P_NR_STATS];
+
+static inline u64 mlap2p_stat_get(const struct mlap2p_stats *s,
+				  const struct mlap2p_stat_desc *d)
+{
+	u64 val;
+
+	memcpy(&val, (const u8 *)s + d->offset, sizeof(val));
+	return val;
+}
 
 /*
  * One MLA's memory, read at once.  @used is reserved capacity, including

@@ -12,6 +12,7 @@
  */
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
 
+#include <linux/build_bug.h>
 #include <linux/capability.h>
 #include <linux/cred.h>
 #include <linux/gfp.h>
@@ -24,6 +25,7 @@
 #include <linux/sched/signal.h>
 #include <linux/sched/user.h>
 #include <linux/slab.h>
+#include <linux/stddef.h>
 #include <linux/string.h>
 #include <linux/user_namespace.h>
 #ifdef MLAP2P_HAVE_CRYPTO_UTILS_H
@@ -46,6 +48,35 @@ static u64 mlap2p_used[MLAP2P_MAX_MLAS];	/* reserved, incl. unpublished */
 static u64 mlap2p_live[MLAP2P_MAX_MLAS];	/* published regions only */
 static u64 mlap2p_hwm[MLAP2P_MAX_MLAS];		/* of mlap2p_live, per topology */
 static struct mlap2p_stats mlap2p_stats;
+
+#define MLAP2P_STAT_OFF(field)	offsetof(struct mlap2p_stats, field)
+
+const struct mlap2p_stat_desc mlap2p_stat_descs[] = {
+	{ "live_regions", MLAP2P_STAT_OFF(live_regions), true,
+	  MLAP2P_A_STAT_LIVE_REGIONS },
+	{ "live_bytes", MLAP2P_STAT_OFF(live_bytes), true,
+	  MLAP2P_A_STAT_LIVE_BYTES },
+	{ "live_mappings", MLAP2P_STAT_OFF(live_mappings), true,
+	  MLAP2P_A_STAT_LIVE_MAPPINGS },
+	{ "live_handles", MLAP2P_STAT_OFF(live_handles), true, 0 },
+	{ "allocs", MLAP2P_STAT_OFF(allocs), true, MLAP2P_A_STAT_ALLOCS },
+	{ "frees", MLAP2P_STAT_OFF(frees), true, MLAP2P_A_STAT_FREES },
+	{ "exports", MLAP2P_STAT_OFF(exports), true, MLAP2P_A_STAT_EXPORTS },
+	{ "opens", MLAP2P_STAT_OFF(opens), true, MLAP2P_A_STAT_OPENS },
+	{ "closes", MLAP2P_STAT_OFF(closes), true, MLAP2P_A_STAT_CLOSES },
+	{ "rejected", MLAP2P_STAT_OFF(rejected), true,
+	  MLAP2P_A_STAT_REJECTED },
+	{ "hwm_bytes", MLAP2P_STAT_OFF(hwm_bytes), true,
+	  MLAP2P_A_STAT_HWM_BYTES },
+	{ "hwm_regions", MLAP2P_STAT_OFF(hwm_regions), false,
+	  MLAP2P_A_STAT_HWM_REGIONS },
+	{ "hwm_mappings", MLAP2P_STAT_OFF(hwm_mappings), false,
+	  MLAP2P_A_STAT_HWM_MAPPINGS },
+};
+
+/* Every counter listed once: as many entries as fields. */
+static_assert(ARRAY_SIZE(mlap2p_stat_descs) == MLAP2P_NR_STATS);
+static_assert(sizeof(struct mlap2p_stats) % sizeof(u64) == 0);
 
 /*
  * Published region @r became live.  The live counts and their high-water
