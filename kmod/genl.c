@@ -11,11 +11,18 @@
  * any attribute sent to them.  Handlers add an extack message to every
  * rejection of their own.
  *
- * Who sees which region.  CAP_SYS_ADMIN (over the initial user namespace,
- * checked against the socket's opener too) sees every region.  Anyone else
+ * Credentials.  Handlers run in the sending task's context.
+ * netlink_capable() checks the sender's capability over the initial user
+ * namespace and, only when the request was sent without a destination
+ * address (send(), write(): no NETLINK_SKB_DST), the socket opener's as
+ * well; with sendto()/sendmsg() naming an address the sender alone counts.
+ *
+ * Who sees which region.  CAP_SYS_ADMIN (as above) sees every region.  Anyone else
  * sees the regions that one of its open /dev/mlap2p files holds a handle
  * to, owned or imported, collected from the caller's file table when the
- * request arrives (in .start for a dump).
+ * request arrives (in .start for a dump) into an xarray set of region ids:
+ * each open file is read once however many fds name it, and no
+ * allocation is larger than an xarray node (mlap2p_current_region_ids()).
  *
  * Dumps keep a cursor: the next MLA, or the next region id (regions are
  * walked in id order, see mlap2p_region_gather()).
@@ -34,7 +41,6 @@
  */
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
 
-#include <linux/bsearch.h>
 #include <linux/capability.h>
 #include <linux/errno.h>
 #include <linux/minmax.h>
@@ -43,6 +49,7 @@
 #include <linux/mutex.h>
 #include <linux/sched.h>
 #include <linux/slab.h>
+#include <linux/xarray.h>
 #include <net/genetlink.h>
 #include <net/net_namespace.h>
 #include <net/netlink.h>
@@ -415,9 +422,10 @@ static int mlap2p_genl_set_topo(struct sk_buff *skb, struct genl_info *info)
 
 	/*
 	 * What GENL_ADMIN_PERM would check (the family lives in init_net
-	 * only, so over the initial user namespace, and of the socket's
-	 * opener too), but here it can say why.  The core has validated
-	 * the attributes by now.
+	 * only, so over the initial user namespace; see "Credentials"
+	 * above), but here it can say why.  The core has validated the
+	 * attributes by now, so a bad value gives EINVAL or ERANGE even to
+	 * a caller without the capability (documented).
 	 */
 	if (!netlink_capable(skb, CAP_NET_ADMIN)) {
 		NL_SET_ERR_MSG(info->extack,
@@ -459,8 +467,7 @@ out_unlock:
 /* What a GET_REGION request asks for and who asks. */
 struct mlap2p_region_sel {
 	u64 id;			/* 0: any */
-	u64 *held;		/* unless @all: the caller's regions, sorted */
-	unsigned int nr_held;
+	struct xarray held;	/* unless @all: ids of the caller's regions */
 	u32 device;		/* MLAP2P_NO_MLA: any */
 	bool all;		/* CAP_SYS_ADMIN: every region is visible */
 };
@@ -492,27 +499,24 @@ static int mlap2p_region_sel_who(struct sk_buff *skb,
 				 struct mlap2p_region_sel *sel)
 {
 	sel->all = netlink_capable(skb, CAP_SYS_ADMIN);
-	if (sel->all)
+	if (sel->all) {
+		xa_init(&sel->held);
 		return 0;
-	return mlap2p_current_region_ids(&sel->held, &sel->nr_held);
+	}
+	return mlap2p_current_region_ids(&sel->held);
 }
 
-static int mlap2p_cmp_u64(const void *a, const void *b)
-{
-	u64 x = *(const u64 *)a, y = *(const u64 *)b;
-
-	return x < y ? -1 : x > y;
-}
-
-static bool mlap2p_region_sel_match(const struct mlap2p_region_sel *sel,
+static bool mlap2p_region_sel_match(struct mlap2p_region_sel *sel,
 				    const struct mlap2p_region_view *v)
 {
 	if (sel->id && v->id != sel->id)
 		return false;
 	if (sel->device != MLAP2P_NO_MLA && v->device != sel->device)
 		return false;
-	return sel->all || bsearch(&v->id, sel->held, sel->nr_held,
-				   sizeof(v->id), mlap2p_cmp_u64);
+	if (sel->all)
+		return true;
+	/* See mlap2p_current_region_ids(): such ids are never in the set. */
+	return (unsigned long)v->id == v->id && xa_load(&sel->held, v->id);
 }
 
 static int mlap2p_genl_get_region(struct sk_buff *skb, struct genl_info *info)
@@ -540,7 +544,7 @@ static int mlap2p_genl_get_region(struct sk_buff *skb, struct genl_info *info)
 		return ret;
 	found = !mlap2p_region_view_id(sel.id, &v) &&
 		mlap2p_region_sel_match(&sel, &v);
-	kfree(sel.held);
+	xa_destroy(&sel.held);
 	if (!found) {
 		NL_SET_ERR_MSG_ATTR(info->extack, nest, "no such region");
 		return -ENOENT;
@@ -599,7 +603,7 @@ static int mlap2p_region_gather(const struct mlap2p_region_view *v,
 static void mlap2p_region_dump_free(struct mlap2p_region_dump *d)
 {
 	if (d)
-		kfree(d->sel.held);
+		xa_destroy(&d->sel.held);
 	kvfree(d);
 }
 
@@ -612,6 +616,7 @@ static int mlap2p_genl_region_start(struct netlink_callback *cb)
 	d = kvzalloc(sizeof(*d), GFP_KERNEL);
 	if (!d)
 		return -ENOMEM;
+	xa_init(&d->sel.held);
 	/* The core validated the request already; this only finds the nest. */
 	ret = nlmsg_parse(cb->nlh, GENL_HDRLEN, tb, ARRAY_SIZE(tb) - 1,
 			  mlap2p_get_region_policy, cb->extack);
@@ -675,42 +680,22 @@ static int mlap2p_genl_dump_region(struct sk_buff *skb,
 /* GET_STATS                                                           */
 /* ------------------------------------------------------------------ */
 
-/* The STATS nest: each attribute and the counter it carries. */
-static const struct {
-	int attr;
-	size_t offset;
-} mlap2p_stat_map[] = {
-#define MLAP2P_STAT(a, f) \
-	{ MLAP2P_A_STAT_##a, offsetof(struct mlap2p_stats, f) }
-	MLAP2P_STAT(ALLOCS, allocs),
-	MLAP2P_STAT(FREES, frees),
-	MLAP2P_STAT(EXPORTS, exports),
-	MLAP2P_STAT(OPENS, opens),
-	MLAP2P_STAT(CLOSES, closes),
-	MLAP2P_STAT(REJECTED, rejected),
-	MLAP2P_STAT(LIVE_REGIONS, live_regions),
-	MLAP2P_STAT(LIVE_BYTES, live_bytes),
-	MLAP2P_STAT(LIVE_MAPPINGS, live_mappings),
-	MLAP2P_STAT(HWM_BYTES, hwm_bytes),
-	MLAP2P_STAT(HWM_REGIONS, hwm_regions),
-	MLAP2P_STAT(HWM_MAPPINGS, hwm_mappings),
-#undef MLAP2P_STAT
-};
-
+/* The STATS nest: every counter of mlap2p_stat_descs[] with an attribute. */
 static int mlap2p_genl_put_stats(struct sk_buff *skb,
 				 const struct mlap2p_stats *s)
 {
+	const struct mlap2p_stat_desc *d;
 	struct nlattr *nest;
 	size_t i;
-	u64 val;
 
 	nest = nla_nest_start(skb, MLAP2P_A_STATS);
 	if (!nest)
 		return -EMSGSIZE;
-	for (i = 0; i < ARRAY_SIZE(mlap2p_stat_map); i++) {
-		memcpy(&val, (const u8 *)s + mlap2p_stat_map[i].offset,
-		       sizeof(val));
-		if (nla_put_u64_64bit(skb, mlap2p_stat_map[i].attr, val,
+	for (i = 0; i < MLAP2P_NR_STATS; i++) {
+		d = &mlap2p_stat_descs[i];
+		if (!d->attr)
+			continue;
+		if (nla_put_u64_64bit(skb, d->attr, mlap2p_stat_get(s, d),
 				      MLAP2P_A_STAT_PAD)) {
 			nla_nest_cancel(skb, nest);
 			return -EMSGSIZE;
@@ -752,7 +737,7 @@ static size_t mlap2p_genl_stats_size(u32 num_devices)
 		     4 * nla_total_size_64bit(sizeof(u64));
 
 	return nla_total_size(0) +
-	       ARRAY_SIZE(mlap2p_stat_map) * nla_total_size_64bit(sizeof(u64)) +
+	       MLAP2P_NR_STATS * nla_total_size_64bit(sizeof(u64)) +
 	       num_devices * dev;
 }
 

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * mlap2p per-file handle tables.  A local handle is a small integer private
- * to one open file; it holds one region reference.  Handles are created in
+ * mlap2p per-file handle tables and their limits (the module parameters
+ * max_regions_per_file and max_bytes_per_file_mb).  A local handle is a
+ * small integer private to one open file; it holds one region reference.  Handles are created in
  * two steps: reserve (limits checked, id taken, slot empty), then commit
  * once the ioctl has told user space about it, so a failure in between
  * (a bad output pointer, say) leaves nothing behind.
@@ -12,12 +13,57 @@
 #include <linux/fdtable.h>
 #include <linux/file.h>
 #include <linux/fs.h>
+#include <linux/module.h>
+#include <linux/moduleparam.h>
 #include <linux/sched.h>
 #include <linux/slab.h>
-#include <linux/sort.h>
+#include <linux/sched/signal.h>
 #include <linux/xarray.h>
 
 #include "mlap2p.h"
+
+/* The per-file limits: module parameters, writable at run time. */
+static unsigned int max_regions_per_file = 4096;
+static unsigned int max_bytes_per_file_mb = 8192;
+
+static int mlap2p_set_regions(const char *val, const struct kernel_param *kp)
+{
+	return param_set_uint_minmax(val, kp, 1, MLAP2P_HANDLE_MAX);
+}
+
+static int mlap2p_set_bytes(const char *val, const struct kernel_param *kp)
+{
+	return param_set_uint_minmax(val, kp, 1, UINT_MAX);
+}
+
+static const struct kernel_param_ops mlap2p_regions_ops = {
+	.set	= mlap2p_set_regions,
+	.get	= param_get_uint,
+};
+
+static const struct kernel_param_ops mlap2p_bytes_ops = {
+	.set	= mlap2p_set_bytes,
+	.get	= param_get_uint,
+};
+
+module_param_cb(max_regions_per_file, &mlap2p_regions_ops,
+		&max_regions_per_file, 0644);
+MODULE_PARM_DESC(max_regions_per_file,
+		 "Handles one open file may hold (default 4096; -ENOSPC)");
+module_param_cb(max_bytes_per_file_mb, &mlap2p_bytes_ops,
+		&max_bytes_per_file_mb, 0644);
+MODULE_PARM_DESC(max_bytes_per_file_mb,
+		 "MiB one open file may allocate (default 8192; -ENOMEM)");
+
+u32 mlap2p_limit_regions(void)
+{
+	return READ_ONCE(max_regions_per_file);
+}
+
+u64 mlap2p_limit_bytes(void)
+{
+	return (u64)READ_ONCE(max_bytes_per_file_mb) << 20;
+}
 
 void mlap2p_file_init(struct mlap2p_file *f)
 {
@@ -202,50 +248,53 @@ static int mlap2p_fd_match(const void *unused, struct file *file,
 	return file->f_op == &mlap2p_fops ? fd + 1 : 0;
 }
 
-/* Append the region ids @f holds to *@ids, growing it as needed. */
-static int mlap2p_file_ids(struct mlap2p_file *f, u64 **ids,
-			   unsigned int *nr, unsigned int *cap)
+/*
+ * Add the region ids @f holds to @ids.  An id already there is stored
+ * again in place, so the set holds each id once however many handles
+ * (or files) name it, and it costs one xarray node per 64 ids at most.
+ */
+static int mlap2p_file_ids(struct mlap2p_file *f, struct xarray *ids)
 {
 	struct mlap2p_handle *h;
 	unsigned long id;
 	int ret = 0;
-	u64 *grown;
 
 	mutex_lock(&f->lock);
-	if (*nr + f->nr_handles > *cap) {
-		grown = krealloc_array(*ids, *nr + f->nr_handles, sizeof(**ids),
-				       GFP_KERNEL);
-		if (!grown) {
-			ret = -ENOMEM;
-			goto out_unlock;
-		}
-		*ids = grown;
-		*cap = *nr + f->nr_handles;
+	/* Committed handles only: reserved slots hold NULL. */
+	xa_for_each(&f->handles, id, h) {
+		u64 rid = h->region->id;
+
+		/*
+		 * Only a 32-bit kernel after 2^32 allocations has ids an
+		 * index cannot hold: such a region stays hidden, never shown.
+		 */
+		if ((unsigned long)rid != rid)
+			continue;
+		ret = xa_err(xa_store(ids, rid, xa_mk_value(1),
+				      GFP_KERNEL_ACCOUNT));
+		if (ret)
+			break;
 	}
-	/* Committed handles only; nr_handles also counts reservations. */
-	xa_for_each(&f->handles, id, h)
-		(*ids)[(*nr)++] = h->region->id;
-out_unlock:
 	mutex_unlock(&f->lock);
 	return ret;
 }
 
-static int mlap2p_cmp_u64(const void *a, const void *b)
+int mlap2p_current_region_ids(struct xarray *ids)
 {
-	u64 x = *(const u64 *)a, y = *(const u64 *)b;
-
-	return x < y ? -1 : x > y;
-}
-
-int mlap2p_current_region_ids(u64 **ids, unsigned int *nr)
-{
-	unsigned int fd = 0, cap = 0, i, n = 0;
+	struct xarray seen;
 	struct file *file;
+	unsigned int fd = 0;
 	int next, ret = 0;
 
-	*ids = NULL;
+	xa_init(ids);
 	if (!current->files)
-		goto out;
+		return 0;
+	/*
+	 * Each open file counts once, however many fds (dup(), SCM_RIGHTS)
+	 * refer to it: a dup costs one lookup in @seen, not a walk of the
+	 * file's handles.
+	 */
+	xa_init(&seen);
 	while ((next = iterate_fd(current->files, fd, mlap2p_fd_match,
 				  NULL)) > 0) {
 		fd = next;
@@ -253,24 +302,26 @@ int mlap2p_current_region_ids(u64 **ids, unsigned int *nr)
 		file = fget(fd - 1);
 		if (!file)
 			continue;
-		if (file->f_op == &mlap2p_fops)
-			ret = mlap2p_file_ids(file->private_data, ids, &n,
-					      &cap);
-		fput(file);
-		if (ret) {
-			kfree(*ids);
-			*ids = NULL;
-			n = 0;
-			goto out;
+		if (file->f_op == &mlap2p_fops) {
+			ret = xa_insert(&seen, (unsigned long)file,
+					xa_mk_value(1), GFP_KERNEL_ACCOUNT);
+			if (!ret)
+				ret = mlap2p_file_ids(file->private_data, ids);
+			else if (ret == -EBUSY)
+				ret = 0;	/* a file seen through another fd */
 		}
+		fput(file);
+		if (ret)
+			break;
+		if (fatal_signal_pending(current)) {
+			ret = -EINTR;
+			break;
+		}
+		cond_resched();
 	}
-
-	sort(*ids, n, sizeof(**ids), mlap2p_cmp_u64, NULL);
-	for (i = 1, cap = n ? 1 : 0; i < n; i++)
-		if ((*ids)[i] != (*ids)[cap - 1])
-			(*ids)[cap++] = (*ids)[i];
-	n = cap;
-out:
-	*nr = n;
+	/* Only the file pointers' values were kept: no references to drop. */
+	xa_destroy(&seen);
+	if (ret)
+		xa_destroy(ids);
 	return ret;
 }

@@ -4,9 +4,9 @@
  * copy out.  Every user-space copy of the module lives in this file and
  * runs with no mlap2p lock held.
  *
- * Results that create a handle are copied out before the handle is
- * committed, so a bad output pointer (-EFAULT) leaves no handle, no region
- * and no counter behind.
+ * Results that create a handle or an export are copied out before they
+ * are committed, so a bad output pointer (-EFAULT) leaves no handle, no
+ * region, no export and no counter behind.
  */
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
 
@@ -171,15 +171,22 @@ static int mlap2p_ioctl_ipc_get(struct mlap2p_file *f, void __user *argp)
 	r = mlap2p_handle_get(f, arg.handle, &h);
 	if (IS_ERR(r))
 		return PTR_ERR(r);
-	ret = h.owned ? mlap2p_region_export(r, arg.flags, &blob) : -EINVAL;
-	mlap2p_region_put(r);
+	ret = h.owned ? mlap2p_region_export_begin(r, arg.flags, &blob) :
+			-EINVAL;
 	if (ret)
-		return ret;
+		goto out_put;
 
+	/* Copied out before the export takes effect: EFAULT changes nothing. */
 	memcpy(arg.ipc, &blob, sizeof(arg.ipc));
-	if (copy_to_user(argp, &arg, sizeof(arg)))
-		return -EFAULT;
-	return 0;
+	if (copy_to_user(argp, &arg, sizeof(arg))) {
+		mlap2p_region_export_abort(r);
+		ret = -EFAULT;
+		goto out_put;
+	}
+	ret = mlap2p_region_export_commit(r, arg.flags);
+out_put:
+	mlap2p_region_put(r);
+	return ret;
 }
 
 static int mlap2p_ioctl_ipc_open(struct mlap2p_file *f, void __user *argp)

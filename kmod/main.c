@@ -3,8 +3,9 @@
  * mlap2p: emulated ML-accelerator device memory, unforgeable IPC handles
  * and the MLA/pod locality rules, behind the misc device /dev/mlap2p.
  *
- * This file holds the module parameters, the misc device and its sysfs
- * counters (/sys/class/misc/mlap2p/), and load/unload.  The node may be
+ * This file holds the topology parameters, the misc device and its sysfs
+ * counters (/sys/class/misc/mlap2p/), and load/unload; the per-file limit
+ * parameters live with the handle tables in handle.c.  The node may be
  * world-accessible: every operation checks its caller.
  *
  * Typical use:
@@ -61,65 +62,18 @@ module_param(dev_capacity_mb, uint, 0444);
 MODULE_PARM_DESC(dev_capacity_mb,
 		 "Memory per MLA in MiB, 1..65536 (default 1024)");
 
-static unsigned int max_regions_per_file = 4096;
-static unsigned int max_bytes_per_file_mb = 8192;
-
-static int mlap2p_set_regions(const char *val, const struct kernel_param *kp)
-{
-	return param_set_uint_minmax(val, kp, 1, MLAP2P_HANDLE_MAX);
-}
-
-static int mlap2p_set_bytes(const char *val, const struct kernel_param *kp)
-{
-	return param_set_uint_minmax(val, kp, 1, UINT_MAX);
-}
-
-static const struct kernel_param_ops mlap2p_regions_ops = {
-	.set	= mlap2p_set_regions,
-	.get	= param_get_uint,
-};
-
-static const struct kernel_param_ops mlap2p_bytes_ops = {
-	.set	= mlap2p_set_bytes,
-	.get	= param_get_uint,
-};
-
-module_param_cb(max_regions_per_file, &mlap2p_regions_ops,
-		&max_regions_per_file, 0644);
-MODULE_PARM_DESC(max_regions_per_file,
-		 "Handles one open file may hold (default 4096; -ENOSPC)");
-module_param_cb(max_bytes_per_file_mb, &mlap2p_bytes_ops,
-		&max_bytes_per_file_mb, 0644);
-MODULE_PARM_DESC(max_bytes_per_file_mb,
-		 "MiB one open file may allocate (default 8192; -ENOMEM)");
-
-static bool mlap2p_genl_registered;
-
+/* The genl family is registered for as long as the module is loaded. */
 u64 mlap2p_features(void)
 {
-	u64 feat = MLAP2P_FEAT_IPC_HANDLE | MLAP2P_FEAT_RDONLY |
-		   MLAP2P_FEAT_HUGE_2M | MLAP2P_FEAT_LOCALITY |
-		   MLAP2P_FEAT_REGION_INFO;
-
-	if (mlap2p_genl_registered)
-		feat |= MLAP2P_FEAT_GENL;
-	return feat;
+	return MLAP2P_FEAT_IPC_HANDLE | MLAP2P_FEAT_RDONLY |
+	       MLAP2P_FEAT_HUGE_2M | MLAP2P_FEAT_LOCALITY |
+	       MLAP2P_FEAT_REGION_INFO | MLAP2P_FEAT_GENL;
 }
 
-u32 mlap2p_limit_regions(void)
-{
-	return READ_ONCE(max_regions_per_file);
-}
-
-u64 mlap2p_limit_bytes(void)
-{
-	return (u64)READ_ONCE(max_bytes_per_file_mb) << 20;
-}
-
-/* Counters: one read-only attribute per field of struct mlap2p_stats. */
+/* Counters: a read-only file per mlap2p_stat_descs[] entry with sysfs. */
 struct mlap2p_stat_attr {
 	struct device_attribute attr;
-	size_t offset;
+	const struct mlap2p_stat_desc *desc;
 };
 
 static ssize_t mlap2p_stat_show(struct device *dev,
@@ -128,40 +82,32 @@ static ssize_t mlap2p_stat_show(struct device *dev,
 	const struct mlap2p_stat_attr *sa =
 		container_of(attr, struct mlap2p_stat_attr, attr);
 	struct mlap2p_stats s;
-	u64 val;
 
 	mlap2p_stats_read(&s);
-	memcpy(&val, (const u8 *)&s + sa->offset, sizeof(val));
-	return sysfs_emit(buf, "%llu\n", val);
+	return sysfs_emit(buf, "%llu\n", mlap2p_stat_get(&s, sa->desc));
 }
 
-static struct mlap2p_stat_attr mlap2p_stat_attrs[] = {
-	{ __ATTR(live_regions, 0444, mlap2p_stat_show, NULL),
-	  offsetof(struct mlap2p_stats, live_regions) },
-	{ __ATTR(live_bytes, 0444, mlap2p_stat_show, NULL),
-	  offsetof(struct mlap2p_stats, live_bytes) },
-	{ __ATTR(live_mappings, 0444, mlap2p_stat_show, NULL),
-	  offsetof(struct mlap2p_stats, live_mappings) },
-	{ __ATTR(live_handles, 0444, mlap2p_stat_show, NULL),
-	  offsetof(struct mlap2p_stats, live_handles) },
-	{ __ATTR(allocs, 0444, mlap2p_stat_show, NULL),
-	  offsetof(struct mlap2p_stats, allocs) },
-	{ __ATTR(frees, 0444, mlap2p_stat_show, NULL),
-	  offsetof(struct mlap2p_stats, frees) },
-	{ __ATTR(exports, 0444, mlap2p_stat_show, NULL),
-	  offsetof(struct mlap2p_stats, exports) },
-	{ __ATTR(opens, 0444, mlap2p_stat_show, NULL),
-	  offsetof(struct mlap2p_stats, opens) },
-	{ __ATTR(closes, 0444, mlap2p_stat_show, NULL),
-	  offsetof(struct mlap2p_stats, closes) },
-	{ __ATTR(rejected, 0444, mlap2p_stat_show, NULL),
-	  offsetof(struct mlap2p_stats, rejected) },
-	{ __ATTR(hwm_bytes, 0444, mlap2p_stat_show, NULL),
-	  offsetof(struct mlap2p_stats, hwm_bytes) },
-};
+/* Filled from mlap2p_stat_descs[] at load, before the device exists. */
+static struct mlap2p_stat_attr mlap2p_stat_attrs[MLAP2P_NR_STATS];
+static struct attribute *mlap2p_attrs[MLAP2P_NR_STATS + 1];
 
-/* Filled from mlap2p_stat_attrs[] at load, before the device exists. */
-static struct attribute *mlap2p_attrs[ARRAY_SIZE(mlap2p_stat_attrs) + 1];
+static void mlap2p_stat_attrs_init(void)
+{
+	struct mlap2p_stat_attr *sa;
+	size_t i, n = 0;
+
+	for (i = 0; i < MLAP2P_NR_STATS; i++) {
+		if (!mlap2p_stat_descs[i].sysfs)
+			continue;
+		sa = &mlap2p_stat_attrs[n];
+		sa->desc = &mlap2p_stat_descs[i];
+		sysfs_attr_init(&sa->attr.attr);
+		sa->attr.attr.name = sa->desc->name;
+		sa->attr.attr.mode = 0444;
+		sa->attr.show = mlap2p_stat_show;
+		mlap2p_attrs[n++] = &sa->attr.attr;
+	}
+}
 
 static const struct attribute_group mlap2p_group = {
 	.attrs	= mlap2p_attrs,
@@ -255,20 +201,16 @@ static int mlap2p_config_from_params(void)
 
 static int __init mlap2p_init(void)
 {
-	size_t i;
 	int ret;
 
 	ret = mlap2p_config_from_params();
 	if (ret)
 		return ret;
 
-	for (i = 0; i < ARRAY_SIZE(mlap2p_stat_attrs); i++)
-		mlap2p_attrs[i] = &mlap2p_stat_attrs[i].attr.attr;
+	mlap2p_stat_attrs_init();
 
 	ret = mlap2p_genl_init();
-	if (!ret)
-		mlap2p_genl_registered = true;
-	else if (ret != -EOPNOTSUPP)
+	if (ret)
 		return ret;
 
 	/* The user-visible node goes last. */
@@ -278,16 +220,14 @@ static int __init mlap2p_init(void)
 	return 0;
 
 out_genl_exit:
-	if (mlap2p_genl_registered)
-		mlap2p_genl_exit();
+	mlap2p_genl_exit();
 	return ret;
 }
 
 static void __exit mlap2p_exit(void)
 {
 	misc_deregister(&mlap2p_misc);
-	if (mlap2p_genl_registered)
-		mlap2p_genl_exit();
+	mlap2p_genl_exit();
 }
 
 module_init(mlap2p_init);

@@ -19,6 +19,10 @@
  *
  * Locks, outermost first
  *
+ *   mlap2p_region.exp_lock mutex; held by IPC_GET_HANDLE from the check
+ *                          of the exporter's credentials, over the copy
+ *                          of the handle to user space, to the commit.
+ *                          Nothing takes it under mmap_lock.
  *   mmap_lock              taken by the mm core around ->mmap and vm_ops.
  *   mlap2p_file.lock       mutex; the file's handle table and limits.
  *   mlap2p_lock            mutex in region.c; the region list and hash,
@@ -26,7 +30,7 @@
  *                          topology, per-MLA usage and the counters.
  *
  * Rules that keep this order: no copy_{to,from}_user (which may take
- * mmap_lock) while holding either mutex; never put a region while holding
+ * mmap_lock) while holding mlap2p_file.lock or mlap2p_lock; never put a region while holding
  * mlap2p_lock (its release takes mlap2p_lock); references found by a global
  * lookup are taken with kref_get_unless_zero() under mlap2p_lock.  No
  * spinlocks are taken by this module, so every path may sleep.
@@ -38,6 +42,7 @@
 #include <linux/kref.h>
 #include <linux/list.h>
 #include <linux/mutex.h>
+#include <linux/string.h>
 #include <linux/types.h>
 #include <linux/uidgid.h>
 #include <linux/xarray.h>
@@ -51,6 +56,7 @@ struct file;
 struct page;
 struct pid;
 struct user_namespace;
+struct user_struct;
 struct vm_area_struct;
 
 /* Backing chunks: 2 MiB physically contiguous when the allocator can. */
@@ -100,6 +106,7 @@ struct mlap2p_export {
 
 struct mlap2p_region {
 	struct kref ref;
+	struct mutex exp_lock;		/* one IPC_GET_HANDLE at a time */
 	/* Immutable after mlap2p_region_create(), @id after publication. */
 	u64 id;				/* 0 until published */
 	u64 size;			/* bytes, a multiple of PAGE_SIZE */
@@ -107,6 +114,7 @@ struct mlap2p_region {
 	unsigned long nr_pages;
 	unsigned long nr_contig;	/* pages that came in 2 MiB chunks */
 	struct page **pages;		/* order-0 pages, zeroed */
+	struct user_struct *user;	/* nr_pages charged to its locked_vm */
 
 	/* Protected by mlap2p_lock. */
 	struct list_head node;		/* mlap2p_regions, by id */
@@ -116,7 +124,8 @@ struct mlap2p_region {
 	struct pid *owner;		/* owner's thread group, NULL once freed */
 	u32 importers;			/* imported handles, all files */
 	u32 mappings;			/* live VMAs, all processes */
-	struct mlap2p_export exp[2];	/* [0] read-write, [1] read-only */
+	/* [0] read-write, [1] read-only; the secrets are immutable. */
+	struct mlap2p_export exp[2];
 	struct user_namespace *exp_ns;	/* exporter's user ns, NULL until exported */
 	kuid_t exp_euid;		/* exporter's euid */
 };
@@ -159,6 +168,35 @@ struct mlap2p_stats {
 };
 
 /*
+ * The list of the counters (region.c), one entry per field of struct
+ * mlap2p_stats in its order (a build-time check counts them): the field,
+ * its file in /sys/class/misc/mlap2p/ if @sysfs, and the MLAP2P_A_STAT_*
+ * attribute GET_STATS carries it in, or 0.  main.c makes the sysfs files
+ * and genl.c the STATS nest from it, so a new counter is a field and an
+ * entry.  User space lists them on its own (mlap2pctl's GET_STATS table,
+ * selftests/mlap2p/mlap2p_test.h's sysfs reader) and follows this list.
+ */
+struct mlap2p_stat_desc {
+	const char *name;
+	size_t offset;
+	bool sysfs;
+	int attr;
+};
+
+#define MLAP2P_NR_STATS	(sizeof(struct mlap2p_stats) / sizeof(u64))
+
+extern const struct mlap2p_stat_desc mlap2p_stat_descs[MLAP2P_NR_STATS];
+
+static inline u64 mlap2p_stat_get(const struct mlap2p_stats *s,
+				  const struct mlap2p_stat_desc *d)
+{
+	u64 val;
+
+	memcpy(&val, (const u8 *)s + d->offset, sizeof(val));
+	return val;
+}
+
+/*
  * One MLA's memory, read at once.  @used is reserved capacity, including
  * regions still being created; @live counts published regions only (as
  * live_bytes does) and @hwm is its high-water mark since the last
@@ -189,10 +227,8 @@ struct mlap2p_region_view {
 	bool exported;
 };
 
-/* main.c: features and current limits (module parameters). */
+/* main.c: the feature bits GET_INFO reports. */
 u64 mlap2p_features(void);
-u32 mlap2p_limit_regions(void);
-u64 mlap2p_limit_bytes(void);
 
 /* main.c: the file operations, to recognise /dev/mlap2p files. */
 extern const struct file_operations mlap2p_fops;
@@ -213,8 +249,10 @@ struct mlap2p_region *mlap2p_region_create(u32 device, u64 size, u32 flags);
 void mlap2p_region_put(struct mlap2p_region *r);
 void mlap2p_region_publish(struct mlap2p_region *r);
 void mlap2p_region_disown(struct mlap2p_region *r);
-int mlap2p_region_export(struct mlap2p_region *r, u32 flags,
-			 struct mlap2p_ipc_blob *blob);
+int mlap2p_region_export_begin(struct mlap2p_region *r, u32 flags,
+			       struct mlap2p_ipc_blob *blob);
+void mlap2p_region_export_abort(struct mlap2p_region *r);
+int mlap2p_region_export_commit(struct mlap2p_region *r, u32 flags);
 struct mlap2p_region *mlap2p_region_open(const struct mlap2p_ipc_blob *blob,
 					 bool *rdonly);
 void mlap2p_region_import(struct mlap2p_region *r);
@@ -257,6 +295,10 @@ int mlap2p_dev_usage(u32 mla, struct mlap2p_topo_dev *dev,
 void mlap2p_stats_read(struct mlap2p_stats *s);
 void mlap2p_stats_rejected(void);
 
+/* handle.c: the current per-file limits (module parameters). */
+u32 mlap2p_limit_regions(void);
+u64 mlap2p_limit_bytes(void);
+
 /* handle.c: per-file handle tables. */
 void mlap2p_file_init(struct mlap2p_file *f);
 void mlap2p_file_release(struct mlap2p_file *f);
@@ -269,16 +311,19 @@ struct mlap2p_region *mlap2p_handle_get(struct mlap2p_file *f, u32 id,
 					struct mlap2p_handle *copy);
 /*
  * For genl's unprivileged GET_REGION: the ids of the regions that
- * current's open /dev/mlap2p files hold handles to (owned or imported),
- * sorted ascending without duplicates.  *@ids is a kmalloc'ed array the
- * caller kfree()s (NULL when *@nr is 0).  Takes file locks: call it
- * without mlap2p_lock held.  Returns 0 or -ENOMEM.
+ * current's open /dev/mlap2p files hold handles to (owned or imported), as
+ * the indices of @ids, which this initialises and the caller destroys
+ * (xa_destroy()).  Each open file is read once however many fds refer to
+ * it, and the set holds each id once, so neither the cost nor the memory
+ * grows with dup()s, and no allocation is larger than an xarray node.
+ * Takes file locks: call it without mlap2p_lock held.  Returns 0, -ENOMEM
+ * or -EINTR (fatal signal); on error @ids is empty.
  */
-int mlap2p_current_region_ids(u64 **ids, unsigned int *nr);
+int mlap2p_current_region_ids(struct xarray *ids);
 
 /*
- * genl.c: the generic netlink family.  init returns -EOPNOTSUPP when the
- * family is not built in (the module then runs without it).  notify is
+ * genl.c: the generic netlink family, always built in: init returns 0 or
+ * the error of genl_register_family(), which fails the load.  notify is
  * called in process context of the acting process, without any mlap2p
  * lock held, with @r referenced; cmd is an MLAP2P_CMD_EVENT_REGION_*
  * value: NEW after MEM_ALLOC, EXPORT after IPC_GET_HANDLE, OPEN and CLOSE

@@ -12,6 +12,7 @@
  */
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
 
+#include <linux/build_bug.h>
 #include <linux/capability.h>
 #include <linux/cred.h>
 #include <linux/gfp.h>
@@ -22,7 +23,9 @@
 #include <linux/random.h>
 #include <linux/sched.h>
 #include <linux/sched/signal.h>
+#include <linux/sched/user.h>
 #include <linux/slab.h>
+#include <linux/stddef.h>
 #include <linux/string.h>
 #include <linux/user_namespace.h>
 #ifdef MLAP2P_HAVE_CRYPTO_UTILS_H
@@ -45,6 +48,35 @@ static u64 mlap2p_used[MLAP2P_MAX_MLAS];	/* reserved, incl. unpublished */
 static u64 mlap2p_live[MLAP2P_MAX_MLAS];	/* published regions only */
 static u64 mlap2p_hwm[MLAP2P_MAX_MLAS];		/* of mlap2p_live, per topology */
 static struct mlap2p_stats mlap2p_stats;
+
+#define MLAP2P_STAT_OFF(field)	offsetof(struct mlap2p_stats, field)
+
+const struct mlap2p_stat_desc mlap2p_stat_descs[] = {
+	{ "live_regions", MLAP2P_STAT_OFF(live_regions), true,
+	  MLAP2P_A_STAT_LIVE_REGIONS },
+	{ "live_bytes", MLAP2P_STAT_OFF(live_bytes), true,
+	  MLAP2P_A_STAT_LIVE_BYTES },
+	{ "live_mappings", MLAP2P_STAT_OFF(live_mappings), true,
+	  MLAP2P_A_STAT_LIVE_MAPPINGS },
+	{ "live_handles", MLAP2P_STAT_OFF(live_handles), true, 0 },
+	{ "allocs", MLAP2P_STAT_OFF(allocs), true, MLAP2P_A_STAT_ALLOCS },
+	{ "frees", MLAP2P_STAT_OFF(frees), true, MLAP2P_A_STAT_FREES },
+	{ "exports", MLAP2P_STAT_OFF(exports), true, MLAP2P_A_STAT_EXPORTS },
+	{ "opens", MLAP2P_STAT_OFF(opens), true, MLAP2P_A_STAT_OPENS },
+	{ "closes", MLAP2P_STAT_OFF(closes), true, MLAP2P_A_STAT_CLOSES },
+	{ "rejected", MLAP2P_STAT_OFF(rejected), true,
+	  MLAP2P_A_STAT_REJECTED },
+	{ "hwm_bytes", MLAP2P_STAT_OFF(hwm_bytes), true,
+	  MLAP2P_A_STAT_HWM_BYTES },
+	{ "hwm_regions", MLAP2P_STAT_OFF(hwm_regions), false,
+	  MLAP2P_A_STAT_HWM_REGIONS },
+	{ "hwm_mappings", MLAP2P_STAT_OFF(hwm_mappings), false,
+	  MLAP2P_A_STAT_HWM_MAPPINGS },
+};
+
+/* Every counter listed once: as many entries as fields. */
+static_assert(ARRAY_SIZE(mlap2p_stat_descs) == MLAP2P_NR_STATS);
+static_assert(sizeof(struct mlap2p_stats) % sizeof(u64) == 0);
 
 /*
  * Published region @r became live.  The live counts and their high-water
@@ -163,6 +195,42 @@ static int mlap2p_region_alloc_pages(struct mlap2p_region *r, bool contig)
 	return 0;
 }
 
+/*
+ * Region pages cannot be swapped or reclaimed, as io_uring's registered
+ * buffers and RDMA registrations cannot: charge them, like those, to the
+ * allocating user's locked_vm against current's RLIMIT_MEMLOCK, unless it
+ * has CAP_IPC_LOCK.  The user is the real uid's (current_user()), shared
+ * by every process and file of that user.  -ENOMEM past the limit.
+ */
+static int mlap2p_region_charge(struct mlap2p_region *r)
+{
+	unsigned long limit;
+	struct user_struct *user;
+	long cur, next;
+
+	if (capable(CAP_IPC_LOCK))
+		return 0;
+	limit = rlimit(RLIMIT_MEMLOCK) >> PAGE_SHIFT;
+	user = current_user();
+	cur = atomic_long_read(&user->locked_vm);
+	do {
+		if (r->nr_pages > limit ||
+		    (unsigned long)cur > limit - r->nr_pages)
+			return -ENOMEM;
+		next = cur + r->nr_pages;
+	} while (!atomic_long_try_cmpxchg(&user->locked_vm, &cur, next));
+	r->user = get_uid(user);
+	return 0;
+}
+
+static void mlap2p_region_uncharge(struct mlap2p_region *r)
+{
+	if (!r->user)
+		return;
+	atomic_long_sub(r->nr_pages, &r->user->locked_vm);
+	free_uid(r->user);
+}
+
 /**
  * mlap2p_region_create() - allocate an unpublished region
  * @device: global MLA id
@@ -170,17 +238,23 @@ static int mlap2p_region_alloc_pages(struct mlap2p_region *r, bool contig)
  * @flags: MLAP2P_MEM_F_*
  *
  * Return: the region with one reference, or ERR_PTR(-EINVAL) for a bad
- * MLA, -ENOSPC when the MLA is full, -ENOMEM or -EINTR.
+ * MLA, -ENOSPC when the MLA is full, -ENOMEM (no memory, or the caller's
+ * RLIMIT_MEMLOCK would be exceeded) or -EINTR.
  */
 struct mlap2p_region *mlap2p_region_create(u32 device, u64 size, u32 flags)
 {
 	struct mlap2p_region *r;
+	unsigned int i;
 	int ret;
 
 	r = kzalloc(sizeof(*r), GFP_KERNEL_ACCOUNT);
 	if (!r)
 		return ERR_PTR(-ENOMEM);
 	kref_init(&r->ref);
+	mutex_init(&r->exp_lock);
+	/* Each secret is unused until an export of its kind validates it. */
+	for (i = 0; i < ARRAY_SIZE(r->exp); i++)
+		get_random_bytes(r->exp[i].secret, sizeof(r->exp[i].secret));
 	INIT_LIST_HEAD(&r->node);
 	INIT_HLIST_NODE(&r->hnode);
 	r->device = device;
@@ -192,7 +266,10 @@ struct mlap2p_region *mlap2p_region_create(u32 device, u64 size, u32 flags)
 		kfree(r);
 		return ERR_PTR(ret);
 	}
-	ret = mlap2p_region_alloc_pages(r, flags & MLAP2P_MEM_F_CONTIG);
+	/* From here the release undoes what is done. */
+	ret = mlap2p_region_charge(r);
+	if (!ret)
+		ret = mlap2p_region_alloc_pages(r, flags & MLAP2P_MEM_F_CONTIG);
 	if (ret) {
 		mlap2p_region_put(r);
 		return ERR_PTR(ret);
@@ -226,9 +303,11 @@ static void mlap2p_region_release(struct kref *ref)
 		}
 		kvfree(r->pages);
 	}
+	mlap2p_region_uncharge(r);
 	if (r->exp_ns)
 		put_user_ns(r->exp_ns);
 	put_pid(r->owner);
+	mutex_destroy(&r->exp_lock);
 	kfree(r);
 }
 
@@ -293,24 +372,65 @@ static void mlap2p_blob_fill(struct mlap2p_ipc_blob *b,
 }
 
 /**
- * mlap2p_region_export() - IPC handle for an owned region
+ * mlap2p_region_export_begin() - what an export of @r would return
  * @r: the region, referenced by the caller's owned handle
  * @flags: MLAP2P_IPC_F_*, already validated
  * @blob: filled with the handle
  *
- * Each export kind (read-write, read-only) gets its own 128-bit secret on
- * first use; later exports of that kind return the same handle.  The first
+ * Each export kind (read-write, read-only) has its own 128-bit secret,
+ * drawn when the region is created and valid from its first export on;
+ * every export of that kind returns the same handle.  The first
  * exporter's user namespace and euid are what importers are checked
- * against, so a later export under other credentials is refused.
+ * against, so an export under other credentials is refused.
  *
- * Return: 0, -ENOENT if the owner handle went away meanwhile, or -EACCES.
+ * Nothing changes here: the caller copies @blob out, then commits with
+ * mlap2p_region_export_commit() or gives up with
+ * mlap2p_region_export_abort().  @r->exp_lock, held in between, keeps
+ * other exports of @r from passing the credential check meanwhile.
+ *
+ * Return: 0 with @r->exp_lock held; otherwise -EINTR (fatal signal while
+ * waiting for another export), -ENOENT if the owner handle went away
+ * meanwhile, or -EACCES.
  */
-int mlap2p_region_export(struct mlap2p_region *r, u32 flags,
-			 struct mlap2p_ipc_blob *blob)
+int mlap2p_region_export_begin(struct mlap2p_region *r, u32 flags,
+			       struct mlap2p_ipc_blob *blob)
 {
-	struct user_namespace *ns = current_user_ns();
-	kuid_t euid = current_euid();
-	struct mlap2p_export *e = &r->exp[flags & MLAP2P_IPC_F_RDONLY];
+	int ret = 0;
+
+	if (mutex_lock_killable(&r->exp_lock))
+		return -EINTR;
+	mutex_lock(&mlap2p_lock);
+	if (!r->owned)
+		ret = -ENOENT;
+	else if (r->exp_ns && (r->exp_ns != current_user_ns() ||
+			       !uid_eq(r->exp_euid, current_euid())))
+		ret = -EACCES;
+	else
+		mlap2p_blob_fill(blob, r, flags);
+	mutex_unlock(&mlap2p_lock);
+	if (ret)
+		mutex_unlock(&r->exp_lock);
+	return ret;
+}
+
+void mlap2p_region_export_abort(struct mlap2p_region *r)
+{
+	mutex_unlock(&r->exp_lock);
+}
+
+/**
+ * mlap2p_region_export_commit() - make the export of a begin take effect
+ * @r: the region, with @r->exp_lock held by mlap2p_region_export_begin()
+ * @flags: as given to it
+ *
+ * Validates the handle, records the exporter's credentials on a first
+ * export, counts it and sends the event.  Releases @r->exp_lock.
+ *
+ * Return: 0, or -ENOENT if the owner handle went away since the begin
+ * (the handle copied out then names nothing openable).
+ */
+int mlap2p_region_export_commit(struct mlap2p_region *r, u32 flags)
+{
 	int ret = 0;
 
 	mutex_lock(&mlap2p_lock);
@@ -319,20 +439,14 @@ int mlap2p_region_export(struct mlap2p_region *r, u32 flags,
 		goto out_unlock;
 	}
 	if (!r->exp_ns) {
-		r->exp_ns = get_user_ns(ns);
-		r->exp_euid = euid;
-	} else if (r->exp_ns != ns || !uid_eq(r->exp_euid, euid)) {
-		ret = -EACCES;
-		goto out_unlock;
+		r->exp_ns = get_user_ns(current_user_ns());
+		r->exp_euid = current_euid();
 	}
-	if (!e->valid) {
-		get_random_bytes(e->secret, sizeof(e->secret));
-		e->valid = true;
-	}
-	mlap2p_blob_fill(blob, r, flags);
+	r->exp[flags & MLAP2P_IPC_F_RDONLY].valid = true;
 	mlap2p_stats.exports++;
 out_unlock:
 	mutex_unlock(&mlap2p_lock);
+	mutex_unlock(&r->exp_lock);
 	if (!ret)
 		mlap2p_genl_notify(MLAP2P_CMD_EVENT_REGION_EXPORT, r);
 	return ret;
@@ -588,7 +702,11 @@ int mlap2p_dev_usage(u32 mla, struct mlap2p_topo_dev *dev,
 	return ret;
 }
 
-/* Topology facts, capacity and usage of global MLA @mla; -EINVAL if none. */
+/*
+ * For DEV_INFO: topology facts and capacity of global MLA @mla, and in
+ * @used the bytes its live regions hold (not the capacity reserved by
+ * allocations still in progress); -EINVAL if there is no such MLA.
+ */
 int mlap2p_dev_query(u32 mla, struct mlap2p_topo_dev *dev, u64 *capacity,
 		     u64 *used)
 {
@@ -598,7 +716,7 @@ int mlap2p_dev_query(u32 mla, struct mlap2p_topo_dev *dev, u64 *capacity,
 	ret = mlap2p_dev_usage(mla, dev, &u);
 	if (!ret) {
 		*capacity = u.capacity;
-		*used = u.used;
+		*used = u.live;
 	}
 	return ret;
 }

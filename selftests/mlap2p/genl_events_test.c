@@ -167,6 +167,68 @@ TEST_F(events, owner_exit_frees_with_an_event)
 	EXPECT_EQ(-ETIMEDOUT, e.cmd);
 }
 
+/*
+ * IPC_GET_HANDLE with its argument in a read-only page: the copy out
+ * fails (EFAULT) and nothing happens.  No export is counted, no event
+ * goes out, GET_REGION does not call the region exported, and the
+ * exporter's credentials are not pinned: another euid sharing the file
+ * then exports it first (before, it got EACCES).
+ */
+TEST_F(events, failed_export_changes_nothing)
+{
+	const size_t page = mlap2p_page_size();
+	struct mlap2p_counters before, now;
+	__u8 ipc[MLAP2P_IPC_HANDLE_SIZE];
+	static struct gt_regions l;
+	struct mlap2p_region_info ri;
+	struct mlap2p_mem_alloc a;
+	struct mlap2p_ipc_get *g;
+	struct event e;
+	pid_t pid;
+
+	ASSERT_EQ(0, mlap2p_alloc(self->fd, page,
+				  mlap2p_local_mla(&self->info), &a));
+	ASSERT_EQ(0, mlap2p_region_info(self->fd, a.handle, &ri));
+	next_event(&self->ev, &e);
+	EXPECT_EVENT(&e, MLAP2P_CMD_EVENT_REGION_NEW, ri.region_id, getpid());
+	ASSERT_EQ(0, mlap2p_counters_read(&before));
+
+	g = mmap(NULL, page, PROT_READ | PROT_WRITE,
+		 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	ASSERT_NE(MAP_FAILED, g);
+	mlap2p_ipc_get_args(g, a.handle, 0);
+	ASSERT_EQ(0, mprotect(g, page, PROT_READ));
+	EXPECT_EQ(-EFAULT, mlap2p_ioctl(self->fd, MLAP2P_IOC_IPC_GET_HANDLE,
+					g));
+	munmap(g, page);
+
+	ASSERT_EQ(0, mlap2p_counters_read(&now));
+	EXPECT_EQ(before.exports, now.exports);
+	ASSERT_EQ(0, gt_get_regions(&self->s, ri.region_id, MLAP2P_NO_MLA,
+				    &l));
+	ASSERT_EQ(1, l.nr);
+	EXPECT_FALSE(l.r[0].exported);
+
+	/* Nobody, sharing the file, is the first exporter. */
+	pid = fork();
+	ASSERT_LE(0, pid);
+	if (pid == 0)
+		_exit(mlap2p_become_nobody() ? 10 :
+		      mlap2p_export(self->fd, a.handle, 0, ipc) ? 11 : 0);
+	EXPECT_EQ(0, mlap2p_wait(pid));
+	/* Root's export now meets nobody's pinned euid. */
+	EXPECT_EQ(-EACCES, mlap2p_export(self->fd, a.handle, 0, ipc));
+
+	/* The only EXPORT event is nobody's. */
+	next_event(&self->ev, &e);
+	EXPECT_EVENT(&e, MLAP2P_CMD_EVENT_REGION_EXPORT, ri.region_id, pid);
+	ASSERT_EQ(0, mlap2p_counters_read(&now));
+	EXPECT_EQ(before.exports + 1, now.exports);
+	EXPECT_EQ(0, mlap2p_free(self->fd, a.handle));
+	next_event(&self->ev, &e);
+	EXPECT_EVENT(&e, MLAP2P_CMD_EVENT_REGION_FREE, ri.region_id, getpid());
+}
+
 TEST_F(events, topology_change)
 {
 	struct gt_topo t;

@@ -360,6 +360,84 @@ TEST_F(region, unprivileged_sees_only_its_own)
 	EXPECT_EQ(0, mlap2p_free(self->fd, a.handle));
 }
 
+/*
+ * As nobody: one page, exported and imported until the file is full, the
+ * fd dup()ed DUPS times, then GET_REGION (doit and dump).  The request
+ * reads each open file once, not once per fd, and holds each region id
+ * once: it succeeds, sees exactly the one region, and (run_tests.sh
+ * checks) leaves no WARNING in the kernel log.  Once it grew one array
+ * by every handle of every fd: 141 fds x 4096 handles x 8 bytes went over
+ * KMALLOC_MAX_SIZE, the page allocator warned and the request failed with
+ * ENOMEM.
+ */
+#define DUPS	200
+
+static int dups_child(__u32 mla, unsigned long max_handles)
+{
+	static struct gt_regions l;
+	__u8 ipc[MLAP2P_IPC_HANDLE_SIZE];
+	struct mlap2p_region_info ri;
+	struct mlap2p_mem_alloc a;
+	struct mlap2p_ipc_open o;
+	unsigned long i;
+	struct gt_sock s;
+	int fd, ret;
+
+	if (gt_become_nobody())
+		return 40;
+	fd = mlap2p_dev_open();
+	if (fd < 0 || mlap2p_alloc(fd, 4096, mla, &a) ||
+	    mlap2p_region_info(fd, a.handle, &ri) ||
+	    mlap2p_export(fd, a.handle, 0, ipc))
+		return 41;
+	for (i = 1; i < max_handles; i++)
+		if (mlap2p_import(fd, ipc, &o))
+			return 42;
+	/* The file is full: the import limit holds. */
+	if (mlap2p_import(fd, ipc, &o) != -ENOSPC)
+		return 43;
+	for (i = 0; i < DUPS; i++)
+		if (dup(fd) < 0)
+			return 44;
+	if (gt_connect(&s))
+		return 45;
+	ret = gt_get_regions(&s, ri.region_id, MLAP2P_NO_MLA, &l);
+	if (ret)
+		return ksft_print_msg("doit: %d\n", ret), 46;
+	if (l.nr != 1 || l.bad || l.r[0].id != ri.region_id ||
+	    l.r[0].importers != max_handles - 1)
+		return 47;
+	ret = gt_get_regions(&s, 0, MLAP2P_NO_MLA, &l);
+	if (ret)
+		return ksft_print_msg("dump: %d\n", ret), 48;
+	if (l.nr != 1 || l.bad || l.r[0].id != ri.region_id)
+		return 49;
+	gt_close(&s);
+	return 0;
+}
+
+TEST_F_TIMEOUT(region, fd_dups_cost_nothing, 120)
+{
+	unsigned long max_handles;
+	struct mlap2p_mem_alloc a;
+	pid_t pid;
+
+	ASSERT_EQ(0, mlap2p_param_read("max_regions_per_file", &max_handles));
+	if (max_handles > 4096)
+		SKIP(return, "max_regions_per_file %lu: the test wants <= 4096",
+		     max_handles);
+	/* A region of root's, which nobody must not see. */
+	ASSERT_EQ(0, mlap2p_alloc(self->fd, 4096, self->mla, &a));
+	pid = fork();
+	ASSERT_LE(0, pid);
+	if (pid == 0) {
+		close(self->fd);
+		_exit(dups_child(self->mla, max_handles));
+	}
+	EXPECT_EQ(0, mlap2p_wait(pid));
+	EXPECT_EQ(0, mlap2p_free(self->fd, a.handle));
+}
+
 /* ------------------------------------------------------------------ */
 /* Consistency under churn                                             */
 /* ------------------------------------------------------------------ */

@@ -10,6 +10,12 @@
  */
 #include "mlap2p_test.h"
 
+#include <poll.h>
+#include <pthread.h>
+#include <sys/resource.h>
+#include <linux/capability.h>
+#include <linux/userfaultfd.h>
+
 FIXTURE(dev) {
 	int fd;
 	struct mlap2p_info info;
@@ -264,6 +270,225 @@ TEST_F(dev, dev_info_used_follows_allocations)
 	ASSERT_EQ(0, mlap2p_free(self->fd, a.handle));
 	ASSERT_EQ(0, mlap2p_dev_info(self->fd, self->mla, &after));
 	EXPECT_EQ(before.used, after.used);
+}
+
+struct blocked_alloc {
+	int fd;
+	struct mlap2p_mem_alloc *a;
+	int ret;
+};
+
+static void *blocked_alloc_run(void *arg)
+{
+	struct blocked_alloc *b = arg;
+
+	b->ret = mlap2p_ioctl(b->fd, MLAP2P_IOC_MEM_ALLOC, b->a);
+	return NULL;
+}
+
+/*
+ * DEV_INFO.used is the bytes of live regions, not of allocations in
+ * progress.  The argument of a MEM_ALLOC sits in a page that userfaultfd
+ * write-protects: the kernel reads it, creates the region, then blocks
+ * writing the result back, with the region reserved but not yet live.
+ * Until the page is released, used (and live_regions) must not move.
+ */
+TEST_F(dev, dev_info_used_ignores_allocations_in_progress)
+{
+	struct uffdio_writeprotect wp;
+	struct mlap2p_counters c0, c1;
+	struct mlap2p_dev_info d0, d1;
+	struct uffdio_register reg;
+	struct uffdio_api api;
+	struct uffd_msg msg;
+	struct blocked_alloc b;
+	struct pollfd pfd;
+	bool ctr = counters_available();
+	pthread_t t;
+	void *pg;
+	int uffd;
+
+	uffd = (int)syscall(SYS_userfaultfd, O_CLOEXEC | O_NONBLOCK);
+	if (uffd < 0)
+		SKIP(return, "userfaultfd: %s", strerror(errno));
+	memset(&api, 0, sizeof(api));
+	api.api = UFFD_API;
+	api.features = UFFD_FEATURE_PAGEFAULT_FLAG_WP;
+	if (ioctl(uffd, UFFDIO_API, &api)) {
+		close(uffd);
+		SKIP(return, "userfaultfd write-protect: %s", strerror(errno));
+	}
+	pg = mmap(NULL, self->page, PROT_READ | PROT_WRITE,
+		  MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	ASSERT_NE(MAP_FAILED, pg);
+	b.fd = self->fd;
+	b.a = pg;
+	mlap2p_alloc_args(b.a, 4 * self->page, self->mla);
+	memset(&reg, 0, sizeof(reg));
+	reg.range.start = (unsigned long)pg;
+	reg.range.len = self->page;
+	reg.mode = UFFDIO_REGISTER_MODE_WP;
+	ASSERT_EQ(0, ioctl(uffd, UFFDIO_REGISTER, &reg));
+	memset(&wp, 0, sizeof(wp));
+	wp.range = reg.range;
+	wp.mode = UFFDIO_WRITEPROTECT_MODE_WP;
+	ASSERT_EQ(0, ioctl(uffd, UFFDIO_WRITEPROTECT, &wp));
+
+	ASSERT_EQ(0, mlap2p_dev_info(self->fd, self->mla, &d0));
+	if (ctr) {
+		ASSERT_EQ(0, mlap2p_counters_read(&c0));
+	}
+	ASSERT_EQ(0, pthread_create(&t, NULL, blocked_alloc_run, &b));
+
+	/* The copy of the result faults: the allocation is in progress. */
+	pfd.fd = uffd;
+	pfd.events = POLLIN;
+	EXPECT_EQ(1, poll(&pfd, 1, 20000));
+	EXPECT_EQ((ssize_t)sizeof(msg), read(uffd, &msg, sizeof(msg)));
+	EXPECT_EQ(UFFD_EVENT_PAGEFAULT, msg.event);
+	EXPECT_TRUE(msg.arg.pagefault.flags & UFFD_PAGEFAULT_FLAG_WP);
+	ASSERT_EQ(0, mlap2p_dev_info(self->fd, self->mla, &d1));
+	EXPECT_EQ(d0.used, d1.used);
+	if (ctr) {
+		ASSERT_EQ(0, mlap2p_counters_read(&c1));
+		EXPECT_EQ(c0.live_regions, c1.live_regions);
+	}
+
+	/* Let the copy through: now it is live and counted. */
+	wp.mode = 0;
+	ASSERT_EQ(0, ioctl(uffd, UFFDIO_WRITEPROTECT, &wp));
+	ASSERT_EQ(0, pthread_join(t, NULL));
+	ASSERT_EQ(0, b.ret);
+	ASSERT_EQ(0, mlap2p_dev_info(self->fd, self->mla, &d1));
+	EXPECT_EQ(d0.used + b.a->alloc_size, d1.used);
+	EXPECT_EQ(0, mlap2p_free(self->fd, b.a->handle));
+	munmap(pg, self->page);
+	close(uffd);
+}
+
+/*
+ * Region pages are charged to the allocating user's RLIMIT_MEMLOCK unless
+ * it has CAP_IPC_LOCK.  MEMLOCK_PAGES is the limit the children set.
+ */
+#define MEMLOCK_PAGES	16
+
+static int memlock_limit(size_t page)
+{
+	struct rlimit rl = { MEMLOCK_PAGES * page, MEMLOCK_PAGES * page };
+
+	return setrlimit(RLIMIT_MEMLOCK, &rl) ? -errno : 0;
+}
+
+/*
+ * As nobody with a limit of MEMLOCK_PAGES: the limit is per user (two
+ * files share it), imports are not charged, the charge stays while any
+ * reference keeps the pages and goes with the last one.
+ */
+static int memlock_nobody(__u32 mla, size_t page)
+{
+	__u8 ipc[MLAP2P_IPC_HANDLE_SIZE];
+	struct mlap2p_mem_alloc a1, a2, a3;
+	struct mlap2p_ipc_open o;
+	int fd1, fd2, ret;
+
+	if (memlock_limit(page) || mlap2p_become_nobody())
+		return 10;
+	fd1 = mlap2p_dev_open();
+	fd2 = mlap2p_dev_open();
+	if (fd1 < 0 || fd2 < 0)
+		return 11;
+	if (mlap2p_alloc(fd1, MEMLOCK_PAGES / 2 * page, mla, &a1) ||
+	    mlap2p_alloc(fd2, MEMLOCK_PAGES / 2 * page, mla, &a2))
+		return 12;
+	ret = mlap2p_alloc(fd2, page, mla, &a3);
+	if (ret != -ENOMEM)
+		return mlap2p_child_fail(13, "past the limit: %d", ret);
+	if (mlap2p_alloc(fd1, page, mla, &a3) != -ENOMEM)
+		return 14;
+	/* Importing the pages charges nothing more. */
+	if (mlap2p_export(fd1, a1.handle, 0, ipc) ||
+	    mlap2p_import(fd2, ipc, &o))
+		return 15;
+	/* The owner lets go; the importer still holds the pages. */
+	if (mlap2p_free(fd1, a1.handle) ||
+	    mlap2p_alloc(fd1, page, mla, &a3) != -ENOMEM)
+		return 16;
+	/* The last reference goes and with it the charge. */
+	if (mlap2p_close_handle(fd2, o.handle) ||
+	    mlap2p_alloc(fd1, page, mla, &a3))
+		return 17;
+	if (mlap2p_free(fd1, a3.handle) || mlap2p_free(fd2, a2.handle))
+		return 18;
+	/* One region over the whole limit, then exactly the limit. */
+	if (mlap2p_alloc(fd1, (MEMLOCK_PAGES + 1) * page, mla, &a1) !=
+	    -ENOMEM)
+		return 19;
+	if (mlap2p_alloc(fd1, MEMLOCK_PAGES * page, mla, &a1))
+		return 20;
+	/* Closing the file frees it: the next process of nobody starts at 0. */
+	return 0;
+}
+
+/* Root with CAP_IPC_LOCK is not limited; without it, it is. */
+static int memlock_root(__u32 mla, size_t page)
+{
+	struct __user_cap_header_struct h = {
+		.version = _LINUX_CAPABILITY_VERSION_3,
+	};
+	struct __user_cap_data_struct d[_LINUX_CAPABILITY_U32S_3];
+	struct mlap2p_mem_alloc a1, a2;
+	int fd, ret;
+
+	fd = mlap2p_dev_open();
+	if (fd < 0 || memlock_limit(page))
+		return 30;
+	if (mlap2p_alloc(fd, 4 * MEMLOCK_PAGES * page, mla, &a1))
+		return 31;
+	if (syscall(SYS_capget, &h, d))
+		return 32;
+	d[0].effective &= ~(1U << CAP_IPC_LOCK);
+	if (syscall(SYS_capset, &h, d))
+		return 33;
+	ret = mlap2p_alloc(fd, (MEMLOCK_PAGES + 1) * page, mla, &a2);
+	if (ret != -ENOMEM)
+		return mlap2p_child_fail(34, "without CAP_IPC_LOCK: %d", ret);
+	if (mlap2p_alloc(fd, MEMLOCK_PAGES * page, mla, &a2))
+		return 35;
+	/* The uncharged region frees without touching the charge. */
+	if (mlap2p_free(fd, a1.handle) || mlap2p_free(fd, a2.handle) ||
+	    mlap2p_alloc(fd, MEMLOCK_PAGES * page, mla, &a2))
+		return 36;
+	return 0;
+}
+
+TEST_F(dev, mem_alloc_charges_rlimit_memlock)
+{
+	struct mlap2p_counters c0, c1;
+	bool ctr = counters_available();
+	pid_t pid;
+
+	if (geteuid() != 0)
+		SKIP(return, "needs root to switch users and set limits");
+	if (ctr) {
+		ASSERT_EQ(0, mlap2p_counters_read(&c0));
+	}
+	pid = fork();
+	ASSERT_LE(0, pid);
+	if (pid == 0) {
+		close(self->fd);
+		_exit(memlock_nobody(self->mla, self->page));
+	}
+	EXPECT_EQ(0, mlap2p_wait(pid));
+	pid = fork();
+	ASSERT_LE(0, pid);
+	if (pid == 0) {
+		close(self->fd);
+		_exit(memlock_root(self->mla, self->page));
+	}
+	EXPECT_EQ(0, mlap2p_wait(pid));
+	if (ctr) {
+		EXPECT_TRUE(mlap2p_counters_settle(&c0, &c1, 2000));
+	}
 }
 
 TEST_F(dev, mem_alloc_rounds_sizes_to_pages)

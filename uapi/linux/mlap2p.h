@@ -36,7 +36,10 @@
  * Limits (module parameters, reported by GET_INFO).  MEM_ALLOC gives -ENOSPC
  * when the MLA's capacity would be exceeded or the file already holds
  * max_regions_per_file handles (IPC_OPEN_HANDLE too), and -ENOMEM when the
- * file's owned regions would exceed max_bytes_per_file or memory runs out.
+ * file's owned regions would exceed max_bytes_per_file, when a caller
+ * without CAP_IPC_LOCK would pass its RLIMIT_MEMLOCK (region pages are
+ * charged to the allocating user's locked memory until the region's last
+ * reference goes), or when memory runs out.
  * A failed call leaves no handle and no counter change behind.
  *
  * mmap.  Each handle has an opaque mmap cookie, valid only on the file that
@@ -227,7 +230,10 @@ struct mlap2p_region_info {
  * start at 1.  Mutating commands need CAP_NET_ADMIN.  Every command is
  * validated strictly: unknown attributes and wrong lengths give -EINVAL,
  * values out of an attribute's range -ERANGE, each with an extack message
- * and the offset of the attribute.
+ * and the offset of the attribute; this comes before any capability check.
+ * Capabilities are over the initial user namespace, of the sending task,
+ * and also of the socket's opener when the request is sent without a
+ * destination address (send(), write(); not sendto()/sendmsg() with one).
  *
  * GET_TOPO	doit: the summary: FAMILY, NUM_DEVICES, CORES_PER_DEVICE,
  *		LNC, POD_TYPE, POD_NODES, NODE, TOPO_GENERATION, CAPACITY.
@@ -248,7 +254,9 @@ struct mlap2p_region_info {
  *		only that MLA's regions.  Without CAP_SYS_ADMIN a caller sees
  *		only regions that one of its open /dev/mlap2p files holds a
  *		handle to (owned or imported) when the request arrives; doit
- *		gives -ENOENT for the others.  A dump walks by region id, so a
+ *		gives -ENOENT for the others.  Each open file counts once,
+ *		however many fds refer to it, so the cost does not grow with
+ *		dup().  A dump walks by region id, so a
  *		region live for the whole dump appears exactly once;
  *		NLM_F_DUMP_INTR says regions came or went meanwhile.
  * GET_STATS	doit: a STATS nest, then one DEV nest (DEV_MLA, DEV_CAPACITY,
