@@ -612,15 +612,13 @@ ncclResult_t ncclRtPointerGetAttributes(struct mlap2p_rt *rt, const void *ptr,
 				rt->ops->pointerGetAttributes(rt, ptr, attr));
 }
 
+/*
+ * Both backends' malloc hands out pages no process has seen: a new memfd's,
+ * or the module's, which it zeroes.  Clearing them again only faulted in
+ * every page of every FIFO at connect (half the CPU time of a 64-rank
+ * ring connect, bench/boot_scale.c).
+ */
 ncclResult_t ncclRtCalloc(struct mlap2p_rt *rt, void **ptr, size_t size)
 {
-	ncclResult_t res;
-
-	NCCLCHECK(ncclRtMalloc(rt, ptr, size));
-	res = ncclRtMemset(rt, *ptr, 0, size);
-	if (res != ncclSuccess) {
-		rt->ops->free(rt, *ptr);
-		*ptr = NULL;
-	}
-	return res;
+	return ncclRtMalloc(rt, ptr, size);
 }
