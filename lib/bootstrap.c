@@ -359,12 +359,12 @@ int mlap2p_bootstrap_init(struct ncclComm *comm,
 	pthread_cond_init(&s->cond, NULL);
 	s->addrs = calloc((size_t)s->nranks, sizeof(*s->addrs));
 	s->peerFd = malloc(sizeof(*s->peerFd) * (size_t)s->nranks);
+	for (r = 0; s->peerFd && r < s->nranks; r++)
+		s->peerFd[r] = -1;
 	if (!s->addrs || !s->peerFd) {
 		ret = -ENOMEM;
 		goto out_free;
 	}
-	for (r = 0; r < s->nranks; r++)
-		s->peerFd[r] = -1;
 
 	if (id.flags & BS_ID_F_RANK0_ROOT && s->rank == 0) {
 		ret = mlap2p_bs_root_start(&id.root, id.magic, s->timeoutMs);
