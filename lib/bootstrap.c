@@ -105,7 +105,8 @@ int mlap2p_bootstrap_get_unique_id(struct mlap2p_unique_id *uid)
 	} else {
 		ret = mlap2p_sock_local_addr(&id.root);
 		if (!ret)
-			ret = mlap2p_bs_root_start(&id.root, id.magic, timeoutMs);
+			ret = mlap2p_bs_root_start(&id.root, id.magic,
+						   timeoutMs);
 		if (ret)
 			return ret;
 	}
@@ -278,7 +279,7 @@ static int bs_rendezvous(struct mlap2p_bootstrap *s, const struct bs_id *id,
 		return ret;
 	}
 	ret = mlap2p_bs_send_hdr(fd, s->magic, BS_HELLO, s->rank, 0, &hello,
-			  sizeof(hello), deadline);
+				 sizeof(hello), deadline);
 	if (!ret)
 		ret = mlap2p_sock_recv(fd, &h, sizeof(h), deadline < 0 ? -1 :
 				       deadline + BS_GRACE_MS);
@@ -327,7 +328,8 @@ static int bs_rendezvous(struct mlap2p_bootstrap *s, const struct bs_id *id,
 	}
 	free(table);
 out_close:
-	mlap2p_sock_close_reset(fd);	/* all read: no TIME_WAIT at either end */
+	/* All read: a reset leaves no TIME_WAIT at either end. */
+	mlap2p_sock_close_reset(fd);
 	return ret;
 }
 

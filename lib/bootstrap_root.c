@@ -41,7 +41,7 @@ struct bs_root {
 static void bs_root_error(int fd, uint64_t magic, int err, const char *msg)
 {
 	mlap2p_bs_send_hdr(fd, magic, BS_ERROR, -1, err, msg,
-		    (uint32_t)strlen(msg) + 1, bs_deadline(BS_IO_MS));
+			   (uint32_t)strlen(msg) + 1, bs_deadline(BS_IO_MS));
 }
 
 /* "2, 5" (truncated) */
@@ -65,6 +65,7 @@ static void bs_root_finish(struct bs_root *root, int nranks, int *fds,
 			   struct bs_rankinfo *infos, int arrived,
 			   int64_t started)
 {
+	uint32_t tableSize = (uint32_t)(sizeof(*infos) * (size_t)nranks);
 	char missing[256], msg[512];
 	int r;
 
@@ -79,9 +80,9 @@ static void bs_root_finish(struct bs_root *root, int nranks, int *fds,
 		if (fds[r] < 0)
 			continue;
 		if (arrived == nranks)
-			mlap2p_bs_send_hdr(fds[r], root->magic, BS_TABLE, -1, 0, infos,
-				    (uint32_t)(sizeof(*infos) * (size_t)nranks),
-				    bs_deadline(BS_IO_MS));
+			mlap2p_bs_send_hdr(fds[r], root->magic, BS_TABLE, -1,
+					   0, infos, tableSize,
+					   bs_deadline(BS_IO_MS));
 		else
 			bs_root_error(fds[r], root->magic, -ETIMEDOUT, msg);
 		close(fds[r]);
