@@ -4,21 +4,23 @@
  *
  * The unique id carries a random magic and the address of a root: a
  * detached thread started by mlap2p_get_unique_id() (or, with NCCL_COMM_ID,
- * by rank 0).  Each rank listens on its own TCP socket, connects to the
- * root and sends its listening address and ncclPeerInfo; once all nranks
- * have checked in the root sends everyone the whole table (the all-gather)
- * and leaves.  A rank that never arrives is named: the root gives up at the
- * earliest deadline of the ranks that did arrive and tells each of them
- * which ranks are missing.
+ * by rank 0), lib/bootstrap_root.c.  Each rank listens on its own TCP
+ * socket, connects to the root and sends its listening address and
+ * ncclPeerInfo; the root answers with everyone's (the all-gather), or
+ * names the ranks that never arrived.
  *
- * After that, ranks talk point to point, one TCP connection per message as
- * NCCL does.  Each communicator runs one thread that accepts those
- * connections: it queues tagged messages for bootstrapRecv() and answers
+ * After that, ranks talk point to point.  Unlike NCCL, which opens one TCP
+ * connection per message, a rank keeps one connection to each peer it has
+ * talked to, until close: 64 ranks of a node that ring-connect and barrier
+ * would otherwise open and leave in TIME_WAIT hundreds of sockets per
+ * init.  Each communicator runs one thread that serves the connections to
+ * its listener: it queues tagged messages for bootstrapRecv() and answers
  * the remote-allocation service (bootstrapRemAlloc, the relay's memory, as
- * in NCCL 2.7).  Every connection starts with the id's magic; anything
- * else is dropped.  Every wait is bounded by MLAP2P_BOOTSTRAP_TIMEOUT and
- * checks the peer's liveness once a second, so a dead or missing rank
- * turns into an error that names it.
+ * in NCCL 2.7).  Every request is answered, so every connection is closed
+ * with a reset, leaving no TIME_WAIT.  Every message starts with the id's
+ * magic; anything else drops the connection.  Every wait is bounded by
+ * MLAP2P_BOOTSTRAP_TIMEOUT and checks the peer's liveness once a second,
+ * so a dead or missing rank turns into an error that names it.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -27,57 +29,9 @@
 #include <unistd.h>
 #include <sys/eventfd.h>
 
-#include "bootstrap.h"
-#include "core.h"
-#include "log.h"
-#include "param.h"
-#include "socket.h"
-#include "util.h"
+#include "bootstrap_wire.h"
 
-#define BS_ID_TAG		0x44494c4dU	/* "MLID" */
-#define BS_ID_F_RANK0_ROOT	0x1		/* NCCL_COMM_ID: rank 0 roots */
-#define BS_IO_MS		5000		/* one message's transfer */
-#define BS_GRACE_MS		2000		/* root answers before ranks give up */
-#define BS_MAX_MSG		(64U << 20)
-#define BS_MAX_RANKS		65536
-
-struct bs_id {
-	uint32_t tag;
-	uint32_t flags;
-	uint64_t magic;
-	union mlap2p_sockaddr root;
-};
-_Static_assert(sizeof(struct bs_id) <= MLAP2P_UNIQUE_ID_BYTES, "unique id");
-
-enum bs_type {
-	BS_HELLO = 1,
-	BS_TABLE,
-	BS_ERROR,
-	BS_MSG,
-	BS_REMALLOC,
-	BS_REMFREE,
-	BS_REPLY,
-};
-
-struct bs_hdr {
-	uint64_t magic;
-	uint32_t type;
-	int32_t rank;		/* sender */
-	int32_t tag;		/* message tag; errno in BS_ERROR/BS_REPLY */
-	uint32_t size;		/* payload bytes that follow */
-};
-
-struct bs_rankinfo {
-	union mlap2p_sockaddr addr;	/* the rank's listener */
-	uint32_t pad;
-	struct ncclPeerInfo peer;
-};
-
-struct bs_hello {
-	int32_t nranks;
-	uint32_t timeoutMs;	/* the rank's bootstrap timeout, 0 = none */
-	struct bs_rankinfo info;
-};
+#define BS_MAX_CONNS	256	/* kept connections, each way */
 
 struct bs_remalloc_rep {
 	int32_t id;
@@ -107,6 +61,9 @@ struct mlap2p_bootstrap {
 	uint64_t magic;
 	long timeoutMs;
 	union mlap2p_sockaddr *addrs;	/* every rank's listener */
+	pthread_mutex_t sendLock;	/* peerFd, nPeerFds, their requests */
+	int *peerFd;			/* our connection to each, or -1 */
+	int nPeerFds;
 	int listenFd;
 	int stopFd;
 	pthread_t thread;
@@ -124,191 +81,6 @@ struct mlap2p_bootstrap {
 static int bootstrap_peer_alive(struct mlap2p_bootstrap *s, int peer)
 {
 	return s->comm->peerAlive ? s->comm->peerAlive(s->comm, peer) : 0;
-}
-
-static int64_t bs_deadline(long ms)
-{
-	return ms > 0 ? mlap2p_now_ms() + ms : -1;
-}
-
-static int bs_send_hdr(int fd, uint64_t magic, int type, int rank, int tag,
-		       const void *data, uint32_t size, int64_t deadline)
-{
-	struct bs_hdr h = {
-		.magic = magic, .type = (uint32_t)type, .rank = rank,
-		.tag = tag, .size = size,
-	};
-	int ret;
-
-	ret = mlap2p_sock_send(fd, &h, sizeof(h), deadline);
-	if (!ret && size)
-		ret = mlap2p_sock_send(fd, data, size, deadline);
-	return ret;
-}
-
-/* ---- root ---- */
-
-struct bs_root {
-	int listenFd;
-	uint64_t magic;
-	long timeoutMs;
-};
-
-static void bs_root_error(int fd, uint64_t magic, int err, const char *msg)
-{
-	bs_send_hdr(fd, magic, BS_ERROR, -1, err, msg,
-		    (uint32_t)strlen(msg) + 1, bs_deadline(BS_IO_MS));
-}
-
-/* "2, 5" (truncated) */
-static void bs_root_missing(const int *fds, int nranks, char *buf, size_t len)
-{
-	size_t o = 0;
-	int r, n = 0;
-
-	buf[0] = '\0';
-	for (r = 0; r < nranks && o + 16 < len; r++) {
-		if (fds[r] >= 0)
-			continue;
-		o += (size_t)snprintf(buf + o, len - o, "%s%d", n++ ? ", " : "",
-				      r);
-	}
-	if (r < nranks)
-		snprintf(buf + o, len - o, ", ...");
-}
-
-static void bs_root_finish(struct bs_root *root, int nranks, int *fds,
-			   struct bs_rankinfo *infos, int arrived,
-			   int64_t started)
-{
-	char missing[256], msg[512];
-	int r;
-
-	if (nranks > 0 && arrived < nranks) {
-		bs_root_missing(fds, nranks, missing, sizeof(missing));
-		snprintf(msg, sizeof(msg),
-			 "rank%s %s of %d did not arrive within %lld ms",
-			 nranks - arrived > 1 ? "s" : "", missing, nranks,
-			 (long long)(mlap2p_now_ms() - started));
-	}
-	for (r = 0; r < nranks; r++) {
-		if (fds[r] < 0)
-			continue;
-		if (arrived == nranks)
-			bs_send_hdr(fds[r], root->magic, BS_TABLE, -1, 0, infos,
-				    (uint32_t)(sizeof(*infos) * (size_t)nranks),
-				    bs_deadline(BS_IO_MS));
-		else
-			bs_root_error(fds[r], root->magic, -ETIMEDOUT, msg);
-		close(fds[r]);
-	}
-}
-
-static void *bs_root_main(void *arg)
-{
-	struct bs_root *root = arg;
-	int64_t started = mlap2p_now_ms();
-	int64_t deadline = bs_deadline(root->timeoutMs);
-	struct bs_rankinfo *infos = NULL;
-	int *fds = NULL, nranks = -1, arrived = 0, r;
-	struct bs_hello hello;
-	struct bs_hdr h;
-
-	while (nranks < 0 || arrived < nranks) {
-		char msg[128];
-		int fd;
-
-		if (mlap2p_sock_accept(root->listenFd, deadline, &fd))
-			break;
-		if (mlap2p_sock_recv(fd, &h, sizeof(h), bs_deadline(BS_IO_MS)) ||
-		    h.magic != root->magic || h.type != BS_HELLO ||
-		    h.size != sizeof(hello) ||
-		    mlap2p_sock_recv(fd, &hello, sizeof(hello),
-				     bs_deadline(BS_IO_MS))) {
-			close(fd);
-			continue;
-		}
-		if (nranks < 0) {
-			if (hello.nranks < 1 || hello.nranks > BS_MAX_RANKS) {
-				bs_root_error(fd, root->magic, -EINVAL,
-					      "invalid number of ranks");
-				close(fd);
-				continue;
-			}
-			nranks = hello.nranks;
-			fds = malloc(sizeof(*fds) * (size_t)nranks);
-			infos = calloc((size_t)nranks, sizeof(*infos));
-			if (!fds || !infos) {
-				free(fds);
-				fds = NULL;
-				close(fd);
-				break;
-			}
-			for (r = 0; r < nranks; r++)
-				fds[r] = -1;
-		}
-		r = h.rank;
-		if (hello.nranks != nranks || r < 0 || r >= nranks ||
-		    fds[r] >= 0) {
-			snprintf(msg, sizeof(msg), hello.nranks != nranks ?
-				 "rank %d says there are %d ranks, the first rank to arrive said %d" :
-				 "rank %d joined twice (or is out of range)",
-				 r, hello.nranks, nranks);
-			bs_root_error(fd, root->magic, -EINVAL, msg);
-			close(fd);
-			continue;
-		}
-		fds[r] = fd;
-		infos[r] = hello.info;
-		arrived++;
-		if (hello.timeoutMs) {
-			int64_t d = mlap2p_now_ms() + hello.timeoutMs;
-
-			if (deadline < 0 || d < deadline)
-				deadline = d;
-		}
-	}
-	if (fds)
-		bs_root_finish(root, nranks, fds, infos, arrived, started);
-	free(fds);
-	free(infos);
-	close(root->listenFd);
-	free(root);
-	return NULL;
-}
-
-/* Listen on @addr and start a detached root thread there. */
-static int bs_root_start(union mlap2p_sockaddr *addr, uint64_t magic,
-			 long timeoutMs)
-{
-	struct bs_root *root;
-	pthread_attr_t attr;
-	pthread_t thread;
-	int ret;
-
-	root = calloc(1, sizeof(*root));
-	if (!root)
-		return -ENOMEM;
-	root->magic = magic;
-	root->timeoutMs = timeoutMs;
-	ret = mlap2p_sock_listen(addr, &root->listenFd);
-	if (ret) {
-		char buf[64];
-
-		WARN("bootstrap: cannot listen on %s: %s",
-		     mlap2p_sock_str(addr, buf, sizeof(buf)), strerror(-ret));
-		free(root);
-		return ret;
-	}
-	pthread_attr_init(&attr);
-	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-	ret = -pthread_create(&thread, &attr, bs_root_main, root);
-	pthread_attr_destroy(&attr);
-	if (ret) {
-		close(root->listenFd);
-		free(root);
-	}
-	return ret;
 }
 
 int mlap2p_bootstrap_get_unique_id(struct mlap2p_unique_id *uid)
@@ -339,7 +111,8 @@ int mlap2p_bootstrap_get_unique_id(struct mlap2p_unique_id *uid)
 	} else {
 		ret = mlap2p_sock_local_addr(&id.root);
 		if (!ret)
-			ret = bs_root_start(&id.root, id.magic, timeoutMs);
+			ret = mlap2p_bs_root_start(&id.root, id.magic,
+						   timeoutMs);
 		if (ret)
 			return ret;
 	}
@@ -414,8 +187,11 @@ static int bs_serve_free(struct mlap2p_bootstrap *s, int id)
 	return 0;
 }
 
-/* One connection to this rank's listener (mlap2p_sock_serve()). */
-static void bs_handle(void *arg, int fd)
+/*
+ * One request on a connection to this rank's listener
+ * (mlap2p_sock_serve_conns()): 0 to keep the connection, -1 to drop it.
+ */
+static int bs_handle(void *arg, int fd)
 {
 	struct mlap2p_bootstrap *s = arg;
 	int64_t deadline = bs_deadline(BS_IO_MS);
@@ -429,19 +205,19 @@ static void bs_handle(void *arg, int fd)
 	if (mlap2p_sock_recv(fd, &h, sizeof(h), deadline) ||
 	    h.magic != s->magic || h.rank < 0 || h.rank >= s->nranks ||
 	    h.size > BS_MAX_MSG)
-		return;
+		return -1;
 	switch (h.type) {
 	case BS_MSG:
 		m = malloc(sizeof(*m) + h.size);
 		if (!m)
-			return;
+			return -1;
 		m->next = NULL;
 		m->rank = h.rank;
 		m->tag = h.tag;
 		m->size = h.size;
 		if (mlap2p_sock_recv(fd, m->data, h.size, deadline)) {
 			free(m);
-			return;
+			return -1;
 		}
 		bs_enqueue(s, m);
 		/*
@@ -449,34 +225,35 @@ static void bs_handle(void *arg, int fd)
 		 * waits for this, so a rank that sends and then exits never
 		 * leaves a message its peer has not taken in yet.
 		 */
-		bs_send_hdr(fd, s->magic, BS_REPLY, s->rank, 0, NULL, 0,
-			    deadline);
-		break;
+		return mlap2p_bs_send_hdr(fd, s->magic, BS_REPLY, s->rank, 0,
+					  NULL, 0, deadline);
 	case BS_REMALLOC:
 		if (h.size != sizeof(size) ||
 		    mlap2p_sock_recv(fd, &size, sizeof(size), deadline))
-			return;
+			return -1;
 		memset(&rep, 0, sizeof(rep));
 		ret = bs_serve_alloc(s, size, &rep);
-		bs_send_hdr(fd, s->magic, BS_REPLY, s->rank, ret, &rep,
-			    sizeof(rep), deadline);
-		break;
+		return mlap2p_bs_send_hdr(fd, s->magic, BS_REPLY, s->rank, ret,
+					  &rep, sizeof(rep), deadline);
 	case BS_REMFREE:
 		if (h.size != sizeof(id) ||
 		    mlap2p_sock_recv(fd, &id, sizeof(id), deadline))
-			return;
+			return -1;
 		ret = bs_serve_free(s, id);
-		bs_send_hdr(fd, s->magic, BS_REPLY, s->rank, ret, NULL, 0,
-			    deadline);
-		break;
+		return mlap2p_bs_send_hdr(fd, s->magic, BS_REPLY, s->rank, ret,
+					  NULL, 0, deadline);
 	}
+	return -1;
 }
 
 static void *bs_thread_main(void *arg)
 {
 	struct mlap2p_bootstrap *s = arg;
 
-	mlap2p_sock_serve(s->listenFd, s->stopFd, bs_handle, s);
+	/* One connection from each peer that talks to us, and a few spare. */
+	mlap2p_sock_serve_conns(s->listenFd, s->stopFd,
+				s->nranks < BS_MAX_CONNS ? s->nranks + 8 :
+				BS_MAX_CONNS, bs_handle, s);
 	return NULL;
 }
 
@@ -507,8 +284,8 @@ static int bs_rendezvous(struct mlap2p_bootstrap *s, const struct bs_id *id,
 		     s->rank, where, strerror(-ret));
 		return ret;
 	}
-	ret = bs_send_hdr(fd, s->magic, BS_HELLO, s->rank, 0, &hello,
-			  sizeof(hello), deadline);
+	ret = mlap2p_bs_send_hdr(fd, s->magic, BS_HELLO, s->rank, 0, &hello,
+				 sizeof(hello), deadline);
 	if (!ret)
 		ret = mlap2p_sock_recv(fd, &h, sizeof(h), deadline < 0 ? -1 :
 				       deadline + BS_GRACE_MS);
@@ -557,7 +334,8 @@ static int bs_rendezvous(struct mlap2p_bootstrap *s, const struct bs_id *id,
 	}
 	free(table);
 out_close:
-	close(fd);
+	/* All read: a reset leaves no TIME_WAIT at either end. */
+	mlap2p_sock_close_reset(fd);
 	return ret;
 }
 
@@ -567,7 +345,7 @@ int mlap2p_bootstrap_init(struct ncclComm *comm,
 	struct mlap2p_bootstrap *s;
 	union mlap2p_sockaddr self;
 	struct bs_id id;
-	int ret;
+	int ret, r;
 
 	memcpy(&id, uid->internal, sizeof(id));
 	if (id.tag != BS_ID_TAG) {
@@ -585,15 +363,19 @@ int mlap2p_bootstrap_init(struct ncclComm *comm,
 	s->listenFd = -1;
 	s->stopFd = -1;
 	pthread_mutex_init(&s->lock, NULL);
+	pthread_mutex_init(&s->sendLock, NULL);
 	pthread_cond_init(&s->cond, NULL);
 	s->addrs = calloc((size_t)s->nranks, sizeof(*s->addrs));
-	if (!s->addrs) {
+	s->peerFd = malloc(sizeof(*s->peerFd) * (size_t)s->nranks);
+	for (r = 0; s->peerFd && r < s->nranks; r++)
+		s->peerFd[r] = -1;
+	if (!s->addrs || !s->peerFd) {
 		ret = -ENOMEM;
 		goto out_free;
 	}
 
 	if (id.flags & BS_ID_F_RANK0_ROOT && s->rank == 0) {
-		ret = bs_root_start(&id.root, id.magic, s->timeoutMs);
+		ret = mlap2p_bs_root_start(&id.root, id.magic, s->timeoutMs);
 		if (ret)
 			goto out_free;
 	}
@@ -647,6 +429,7 @@ void mlap2p_bootstrap_close(struct mlap2p_bootstrap *s)
 	uint64_t one = 1;
 	struct bs_msg *m;
 	struct bs_alloc *a;
+	int r;
 
 	if (!s)
 		return;
@@ -670,8 +453,13 @@ void mlap2p_bootstrap_close(struct mlap2p_bootstrap *s)
 		ncclRtFree(s->comm->rt, a->ptr);
 		free(a);
 	}
+	/* Every request was answered: close without TIME_WAIT. */
+	for (r = 0; s->peerFd && r < s->nranks; r++)
+		mlap2p_sock_close_reset(s->peerFd[r]);
+	free(s->peerFd);
 	free(s->addrs);
 	pthread_cond_destroy(&s->cond);
+	pthread_mutex_destroy(&s->sendLock);
 	pthread_mutex_destroy(&s->lock);
 	free(s);
 }
@@ -789,7 +577,7 @@ static struct bs_msg *bs_take(struct mlap2p_bootstrap *s, int peer, int tag)
 static int bs_wait(struct mlap2p_bootstrap *s, int peer, int tag,
 		   bool failFast, struct bs_msg **out)
 {
-	int64_t deadline = bs_deadline(s->timeoutMs);
+	int64_t deadline = bs_deadline(s->timeoutMs), look = 0;
 	struct bs_msg *m;
 	int ret = 0;
 
@@ -814,10 +602,15 @@ static int bs_wait(struct mlap2p_bootstrap *s, int peer, int tag,
 			ret = -ETIMEDOUT;
 			break;
 		}
-		pthread_mutex_unlock(&s->lock);
-		ret = peer != s->rank ? bootstrap_peer_alive(s, peer) : 0;
-		pthread_mutex_lock(&s->lock);
-		if (ret) {
+		if (now >= look && peer != s->rank) {
+			/* Once a second, unlocked: then look at the queue
+			 * again, since what came meanwhile signalled no one. */
+			pthread_mutex_unlock(&s->lock);
+			ret = bootstrap_peer_alive(s, peer);
+			pthread_mutex_lock(&s->lock);
+			look = now + 1000;
+			if (!ret)
+				continue;
 			/* It may have sent, been acknowledged and exited since
 			 * the look above: what it sent is queued by now. */
 			m = bs_take(s, peer, tag);
@@ -825,8 +618,7 @@ static int bs_wait(struct mlap2p_bootstrap *s, int peer, int tag,
 				ret = 0;
 			break;
 		}
-		/* Wake at least once a second to look at the peer again. */
-		until = now + 1000;
+		until = look > now ? look : now + 1000;
 		if (deadline >= 0 && deadline < until)
 			until = deadline;
 		clock_gettime(CLOCK_REALTIME, &ts);
@@ -930,30 +722,56 @@ ncclResult_t bootstrapAllGather(struct mlap2p_bootstrap *s, void *allData,
 	return ncclSuccess;
 }
 
-/* One request to @rank's service; the reply header's status is returned. */
+/*
+ * One request to @rank's service, on our connection to it: opened on first
+ * use and kept (up to BS_MAX_CONNS of them) until close.  The reply
+ * header's status is returned.  A kept connection the peer dropped since
+ * (reset or closed before its reply: its service evicted it, or it is
+ * gone) carried nothing the peer acted on: once more on a new one.
+ */
 static int bs_request(struct mlap2p_bootstrap *s, int rank, int type,
 		      int tag, const void *req, uint32_t reqSize, void *rep,
 		      uint32_t repSize)
 {
 	int64_t deadline = bs_deadline(s->timeoutMs);
+	int *fd = &s->peerFd[rank];
 	struct bs_hdr h;
-	int fd, ret;
+	bool kept;
+	int ret;
 
-	ret = bs_connect(s, rank, deadline, &fd);
-	if (ret)
-		return ret;
-	ret = bs_send_hdr(fd, s->magic, type, s->rank, tag, req, reqSize,
-			  deadline);
-	if (!ret)
-		ret = mlap2p_sock_recv(fd, &h, sizeof(h), deadline);
-	if (!ret && (h.magic != s->magic || h.type != BS_REPLY ||
-		     (h.size && h.size != repSize)))
-		ret = -EPROTO;
-	if (!ret && h.size)
-		ret = mlap2p_sock_recv(fd, rep, repSize, deadline);
-	if (!ret)
-		ret = h.tag;
-	close(fd);
+	pthread_mutex_lock(&s->sendLock);
+	for (;;) {
+		kept = *fd >= 0;
+		if (!kept) {
+			ret = bs_connect(s, rank, deadline, fd);
+			if (ret)
+				break;
+			s->nPeerFds++;
+		}
+		ret = mlap2p_bs_send_hdr(*fd, s->magic, type, s->rank, tag, req,
+					 reqSize, deadline);
+		if (!ret)
+			ret = mlap2p_sock_recv(*fd, &h, sizeof(h), deadline);
+		if (!ret && (h.magic != s->magic || h.type != BS_REPLY ||
+			     (h.size && h.size != repSize)))
+			ret = -EPROTO;
+		if (!ret && h.size)
+			ret = mlap2p_sock_recv(*fd, rep, repSize, deadline);
+		if (!ret && (kept || s->nPeerFds <= BS_MAX_CONNS)) {
+			ret = h.tag;
+			break;
+		}
+		mlap2p_sock_close_reset(*fd);
+		*fd = -1;
+		s->nPeerFds--;
+		if (!ret) {	/* served, but one connection too many */
+			ret = h.tag;
+			break;
+		}
+		if (!kept || (ret != -ECONNRESET && ret != -EPIPE))
+			break;
+	}
+	pthread_mutex_unlock(&s->sendLock);
 	return ret;
 }
 

@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: MIT
 /*
  * TCP helpers for the bootstrap: interface choice, listen, connect with
- * retries, and full sends/receives bounded by a deadline; and the accept
- * loop of the bootstrap's and the host runtime's service threads.
+ * retries, and full sends/receives bounded by a deadline; the accept loops
+ * of the bootstrap's (connections kept open) and the host runtime's (one
+ * request per connection) service threads; and a close without TIME_WAIT.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -292,6 +293,101 @@ int mlap2p_sock_serve(int listenFd, int stopFd,
 		fn(arg, fd);
 		close(fd);
 	}
+}
+
+void mlap2p_sock_close_reset(int fd)
+{
+	struct linger l = { .l_onoff = 1, .l_linger = 0 };
+
+	if (fd < 0)
+		return;
+	setsockopt(fd, SOL_SOCKET, SO_LINGER, &l, sizeof(l));
+	close(fd);
+}
+
+/* The connection idle longest, or -1 when none is open. */
+static int mlap2p_sock_lru(const uint64_t *used, int n)
+{
+	int i, best = -1;
+
+	for (i = 0; i < n; i++)
+		if (best < 0 || used[i] < used[best])
+			best = i;
+	return best;
+}
+
+/* Close connection @i of @n (pfd[2 + i]); the last one takes its place. */
+static void mlap2p_sock_drop(struct pollfd *pfd, uint64_t *used, int *n,
+			     int i)
+{
+	mlap2p_sock_close_reset(pfd[2 + i].fd);
+	(*n)--;
+	pfd[2 + i] = pfd[2 + *n];
+	used[i] = used[*n];
+}
+
+int mlap2p_sock_serve_conns(int listenFd, int stopFd, int max,
+			    int (*fn)(void *arg, int fd), void *arg)
+{
+	struct pollfd *pfd = calloc((size_t)max + 2, sizeof(*pfd));
+	uint64_t *used = calloc((size_t)max, sizeof(*used)), clock = 0;
+	int n = 0, i, fd, ret = 0;
+
+	if (!pfd || !used) {
+		free(pfd);
+		free(used);
+		return -ENOMEM;
+	}
+	/* pfd[0] the stop, pfd[1] the listener, pfd[2 + i] connection i. */
+	pfd[0] = (struct pollfd){ .fd = stopFd, .events = POLLIN };
+	pfd[1] = (struct pollfd){ .fd = listenFd, .events = POLLIN };
+	for (;;) {
+		if (poll(pfd, (nfds_t)n + 2, -1) < 0) {
+			if (errno == EINTR)
+				continue;
+			ret = -errno;
+			break;
+		}
+		if (pfd[0].revents)
+			break;
+		for (i = 0; i < n; i++) {
+			if (!pfd[2 + i].revents)
+				continue;
+			used[i] = ++clock;
+			if ((pfd[2 + i].revents & POLLIN) &&
+			    !fn(arg, pfd[2 + i].fd))
+				continue;
+			/* Closed by the peer, or garbled: drop it. */
+			mlap2p_sock_drop(pfd, used, &n, i--);
+		}
+		if (!(pfd[1].revents & POLLIN))
+			continue;
+		fd = accept4(listenFd, NULL, NULL, SOCK_CLOEXEC);
+		if (fd < 0 && (errno == EMFILE || errno == ENFILE)) {
+			/* Out of descriptors: give one back, or wait a bit. */
+			if (!n) {
+				poll(NULL, 0, 10);
+				continue;
+			}
+			mlap2p_sock_drop(pfd, used, &n,
+					 mlap2p_sock_lru(used, n));
+			continue;
+		}
+		if (fd < 0)
+			continue;
+		if (n == max) {
+			/* Full: the idle one goes; its peer reconnects. */
+			mlap2p_sock_drop(pfd, used, &n,
+					 mlap2p_sock_lru(used, n));
+		}
+		pfd[2 + n] = (struct pollfd){ .fd = fd, .events = POLLIN };
+		used[n++] = ++clock;
+	}
+	for (i = 0; i < n; i++)
+		mlap2p_sock_close_reset(pfd[2 + i].fd);
+	free(pfd);
+	free(used);
+	return ret;
 }
 
 int mlap2p_sock_send(int fd, const void *buf, size_t len, int64_t deadline)

@@ -4,8 +4,8 @@
  * that moves data takes an absolute deadline (mlap2p_now_ms() based, -1 =
  * none) and returns 0 or -errno (-ETIMEDOUT when the deadline passes).
  */
-#ifndef MLAP2P_LIB_SOCKET_H
-#define MLAP2P_LIB_SOCKET_H
+#ifndef MLAP2P_SOCKET_H
+#define MLAP2P_SOCKET_H
 
 #include <netinet/in.h>
 #include <stdint.h>
@@ -50,4 +50,21 @@ int mlap2p_sock_recv(int fd, void *buf, size_t len, int64_t deadline);
 int mlap2p_sock_serve(int listenFd, int stopFd,
 		      void (*fn)(void *arg, int fd), void *arg);
 
-#endif /* MLAP2P_LIB_SOCKET_H */
+/*
+ * The same with connections kept open, up to @max of them: @fn(@arg, fd)
+ * serves one request when fd is readable and returns 0 to keep it, or
+ * -errno to have it closed.  A connection the peer closes is closed too;
+ * with @max open, a new one closes the one idle longest (its peer, finding
+ * it reset before it sent anything, connects again).  Every connection is
+ * closed with mlap2p_sock_close_reset() at the end.
+ */
+int mlap2p_sock_serve_conns(int listenFd, int stopFd, int max,
+			    int (*fn)(void *arg, int fd), void *arg);
+
+/*
+ * Close with a reset (SO_LINGER 0): no TIME_WAIT socket stays behind.
+ * Only for a connection whose every byte the protocol has acknowledged.
+ */
+void mlap2p_sock_close_reset(int fd);
+
+#endif /* MLAP2P_SOCKET_H */

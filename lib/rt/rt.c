@@ -605,15 +605,13 @@ ncclResult_t ncclRtSetDevice(struct mlap2p_rt *rt, int device)
 				rt->ops->setDevice(rt, device));
 }
 
+/*
+ * Both backends' malloc hands out pages no process has seen: a new memfd's,
+ * or the module's, which it zeroes.  Clearing them again only faulted in
+ * every page of every FIFO at connect (half the CPU time of a 64-rank
+ * ring connect, bench/boot_scale.c).
+ */
 ncclResult_t ncclRtCalloc(struct mlap2p_rt *rt, void **ptr, size_t size)
 {
-	ncclResult_t res;
-
-	NCCLCHECK(ncclRtMalloc(rt, ptr, size));
-	res = ncclRtMemset(rt, *ptr, 0, size);
-	if (res != ncclSuccess) {
-		rt->ops->free(rt, *ptr);
-		*ptr = NULL;
-	}
-	return res;
+	return ncclRtMalloc(rt, ptr, size);
 }

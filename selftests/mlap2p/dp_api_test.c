@@ -13,6 +13,7 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
@@ -56,7 +57,60 @@ struct job {
 	void *arg;
 	struct mlap2p_unique_id id;
 	int ret[MAXR];
+	/*
+	 * Processes only: rank i holds the write end of sync[i], every
+	 * other rank its read end (see job_post()).
+	 */
+	int sync[MAXR][2];
 };
+
+/*
+ * For two-rank process jobs, a rank waits for the exact state of its peer
+ * instead of sleeping: job_post() says "I got here" (one byte),
+ * job_wait_post() waits for that byte from @rank, job_wait_gone() for the
+ * end of file @rank's exit makes.  0, or -1 after 60 s or on EOF first.
+ */
+static int job_post(struct job *j, int rank)
+{
+	char c = 1;
+
+	if (j->threads)
+		return -1;
+	return write(j->sync[rank][1], &c, 1) == 1 ? 0 : -1;
+}
+
+static int job_wait_post(struct job *j, int rank, int wantEof)
+{
+	struct pollfd p = { .fd = j->threads ? -1 : j->sync[rank][0],
+			    .events = POLLIN };
+	struct timespec t0, t;
+	char c;
+
+	if (p.fd < 0)
+		return -1;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	for (;;) {
+		ssize_t n;
+
+		clock_gettime(CLOCK_MONOTONIC, &t);
+		if (t.tv_sec - t0.tv_sec > 60)
+			return -1;
+		if (poll(&p, 1, 1000) <= 0)
+			continue;
+		n = read(p.fd, &c, 1);
+		if (n == 1 && !wantEof)
+			return 0;
+		if (n == 0)
+			return wantEof ? 0 : -1;
+		if (n < 0 && errno != EINTR)
+			return -1;
+	}
+}
+
+static int job_wait_gone(struct job *j, int rank)
+{
+	return job_wait_post(j, rank, 1);
+}
 
 static void env_defaults(void)
 {
@@ -135,6 +189,9 @@ static int job_run(struct job *j, int timeout_s)
 		}
 		return bad;
 	}
+	for (i = 0; i < j->n; i++)
+		if (pipe2(j->sync[i], O_CLOEXEC))
+			return -1;
 	/* Fork first: the unique id's root is a thread of this process. */
 	for (i = 0; i < j->n; i++) {
 		if (pipe(pipes[i]))
@@ -143,6 +200,10 @@ static int job_run(struct job *j, int timeout_s)
 		if (pid[i] < 0)
 			return -1;
 		if (!pid[i]) {
+			int k;
+
+			for (k = 0; k < j->n; k++)
+				close(j->sync[k][k == i ? 0 : 1]);
 			close(pipes[i][1]);
 			alarm(timeout_s);
 			if (read(pipes[i][0], &j->id, sizeof(j->id)) !=
@@ -151,6 +212,10 @@ static int job_run(struct job *j, int timeout_s)
 			_exit(rank_run(j, i));
 		}
 		close(pipes[i][0]);
+	}
+	for (i = 0; i < j->n; i++) {
+		close(j->sync[i][0]);
+		close(j->sync[i][1]);
 	}
 	if (mlap2p_get_unique_id(&j->id))
 		return -1;
@@ -609,9 +674,20 @@ static int dead_body(struct job *j, int rank, struct mlap2p_comm *comm)
 	if (!buf || mlap2p_connect_peers(comm, 1, 1, &other, 1, &other))
 		return 60;
 	memset(buf, 1, n);
+	if (rank == 0 && job_post(j, 0))
+		return 65;
 	if (rank == 1) {
 		struct mlap2p_request *req;
 		int done, k;
+
+		/*
+		 * Die only once rank 0 is connected too: its connect ends a
+		 * moment after ours (it waits for our acknowledgement of its
+		 * last message), and a peer that dies then fails the connect,
+		 * not the transfer this test is about.
+		 */
+		if (job_wait_post(j, 0, 0))
+			return 66;
 
 		/*
 		 * Start the transfer, let part of it move, then die.  Each
@@ -671,43 +747,101 @@ TEST_F_TIMEOUT(solo, dead_receiver_fails_sender_within_timeout, 180)
 
 struct abort_ctx {
 	struct mlap2p_comm *comm;
+	int fd;			/* where this process's stderr goes */
+	int blocked;		/* 0: the receive was seen blocked */
+	struct timespec t;	/* when the abort began */
 };
+
+/*
+ * Wait (at most 20 s) until a blocking call of this process is inside the
+ * data plane: the library's SIGUSR1 dump handler is installed (the first
+ * call built the data plane) and a dump, written into @fd (our stderr,
+ * emptied first), shows an operation in progress.  0 or -1.  An abort
+ * before that would free the communicator under a call not yet inside.
+ */
+static int wait_blocked(int fd)
+{
+	char out[4096];
+	int i;
+
+	for (i = 0; i < 2000; i++) {
+		struct sigaction sa;
+		ssize_t got;
+
+		usleep(10000);
+		if (sigaction(SIGUSR1, NULL, &sa) || sa.sa_handler == SIG_DFL)
+			continue;
+		if (ftruncate(fd, 0) || lseek(fd, 0, SEEK_SET))
+			return -1;
+		raise(SIGUSR1);	/* this thread: the dump is written on return */
+		got = pread(fd, out, sizeof(out) - 1, 0);
+		if (got <= 0)
+			continue;
+		out[got] = '\0';
+		if (strstr(out, "busy: "))
+			return 0;
+	}
+	return -1;
+}
+
+/* A temporary file as stderr; the old stderr, or -1. */
+static int stderr_to_file(int *fd)
+{
+	char path[] = "/tmp/dp_dump_XXXXXX";
+	int saved;
+
+	*fd = mkstemp(path);
+	if (*fd < 0)
+		return -1;
+	unlink(path);
+	saved = dup(STDERR_FILENO);
+	dup2(*fd, STDERR_FILENO);
+	return saved;
+}
 
 static void *abort_later(void *arg)
 {
 	struct abort_ctx *c = arg;
 
-	usleep(200000);
+	c->blocked = wait_blocked(c->fd);
+	clock_gettime(CLOCK_MONOTONIC, &c->t);
 	mlap2p_comm_abort(c->comm);
 	return NULL;
 }
 
 static int abort_body(struct job *j, int rank, struct mlap2p_comm *comm)
 {
-	int other = !rank, ret;
+	int other = !rank, ret, saved;
 	char buf[64];
 	struct abort_ctx c = { .comm = comm };
 	pthread_t t;
-	struct timespec t0, t1;
+	struct timespec t1;
 	double s;
 
-	(void)j;
 	if (mlap2p_connect_peers(comm, 1, 1, &other, 1, &other))
 		return 70;
 	if (rank == 1) {	/* never sends; leaves when rank 0 is gone */
-		usleep(600000);
+		ret = job_wait_gone(j, 0);
 		mlap2p_comm_abort(comm);
-		return GONE;
+		return ret ? GONE + 73 : GONE;
 	}
+	saved = stderr_to_file(&c.fd);
+	if (saved < 0)
+		return 74;
 	pthread_create(&t, NULL, abort_later, &c);
-	clock_gettime(CLOCK_MONOTONIC, &t0);
 	ret = mlap2p_recv(comm, buf, sizeof(buf), other);
 	clock_gettime(CLOCK_MONOTONIC, &t1);
 	pthread_join(t, NULL);
-	s = (t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) * 1e-9;
+	dup2(saved, STDERR_FILENO);
+	close(saved);
+	close(c.fd);
+	s = (t1.tv_sec - c.t.tv_sec) + (t1.tv_nsec - c.t.tv_nsec) * 1e-9;
+	if (c.blocked)
+		return GONE + 75;
 	if (ret != -ECANCELED)
 		return GONE + 71;
-	if (s > 2)
+	/* From the abort: a generous bound, the machine may be loaded. */
+	if (s > 5)
 		return GONE + 72;
 	return GONE;	/* the comm is gone */
 }
@@ -721,46 +855,42 @@ TEST_F_TIMEOUT(solo, abort_ends_blocked_receive, 180)
 
 /* ---- SIGUSR1 prints the state of a stuck rank ---------------------------- */
 
+/* The dump that showed the receive blocked stays in c->fd. */
 static void *signal_then_abort(void *arg)
 {
 	struct abort_ctx *c = arg;
 
-	usleep(200000);
-	kill(getpid(), SIGUSR1);
-	usleep(200000);
+	c->blocked = wait_blocked(c->fd);
 	mlap2p_comm_abort(c->comm);
 	return NULL;
 }
 
 static int dump_body(struct job *j, int rank, struct mlap2p_comm *comm)
 {
-	int other = !rank, fd, saved, ret;
-	char buf[64], path[] = "/tmp/dp_dump_XXXXXX", out[4096] = "";
+	int other = !rank, saved, ret;
+	char buf[64], out[4096] = "";
 	struct abort_ctx c = { .comm = comm };
 	pthread_t t;
 	ssize_t got;
 
-	(void)j;
 	if (mlap2p_connect_peers(comm, 1, 1, &other, 1, &other))
 		return 90;
-	if (rank == 0) {	/* never sends; outlives rank 1's dump by far */
-		usleep(3000000);
+	if (rank == 0) {	/* never sends; outlives rank 1's dump */
+		ret = job_wait_gone(j, 1);
 		mlap2p_comm_abort(comm);
-		return GONE;
+		return ret ? GONE + 94 : GONE;
 	}
-	fd = mkstemp(path);
-	if (fd < 0)
+	saved = stderr_to_file(&c.fd);
+	if (saved < 0)
 		return 91;
-	unlink(path);
-	saved = dup(STDERR_FILENO);
-	dup2(fd, STDERR_FILENO);
 	pthread_create(&t, NULL, signal_then_abort, &c);
 	ret = mlap2p_recv(comm, buf, sizeof(buf), other);
 	pthread_join(t, NULL);
 	dup2(saved, STDERR_FILENO);
-	got = pread(fd, out, sizeof(out) - 1, 0);
-	close(fd);
-	if (ret != -ECANCELED || got <= 0)
+	close(saved);
+	got = pread(c.fd, out, sizeof(out) - 1, 0);
+	close(c.fd);
+	if (ret != -ECANCELED || got <= 0 || c.blocked)
 		return GONE + 92;
 	/* "mlap2p: rank 1 <- 0 ch 0 P2P/IPC: step 0 head 0 tail 0 ...
 	 *  | busy: LL128 64 B at step 0, 0 B moved" (protocol by size) */

@@ -102,6 +102,16 @@ wait_file() {
 	[ -e "$1" ]
 }
 
+# wait_grep FILE REGEX: wait up to 10 s for a line of FILE to match.
+wait_grep() {
+	i=0
+	while ! grep -Eq -- "$2" "$1" 2>/dev/null && [ $i -lt 100 ]; do
+		sleep 0.1 2>/dev/null || sleep 1
+		i=$((i + 1))
+	done
+	grep -Eq -- "$2" "$1" 2>/dev/null
+}
+
 # Start hold_helper (one mapped 4 KiB region); its pid in $hpid.
 hold_start() {
 	rm -f "$tmp/ready"
@@ -287,11 +297,14 @@ t_monitor() {
 	rm -f "$tmp/mon"
 	"$ctl" monitor >"$tmp/mon" 2>"$tmp/monerr" &
 	mpid=$!
-	sleep 1			# let it join the group
+	# Joined the group once it sleeps in poll(2) for events (no wchan:
+	# 10 s, as long a wait as is safe).
+	wait_grep "/proc/$mpid/wchan" poll
 	hold_start || return 1
 	h=$hpid
 	hold_stop
-	sleep 1
+	# Both events delivered, not a second's guess.
+	wait_grep "$tmp/mon" "^region-free id=[0-9]+ .* pid=$h$"
 	kill -INT "$mpid"
 	wait "$mpid"
 	rc=$?
