@@ -36,6 +36,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <unistd.h>
 
 #include "internal.h"
 #include "mlap2p/dataplane.h"
@@ -62,7 +63,6 @@ enum {
 #define WIN		8	/* requests in flight per direction */
 #define DEF_CHUNK	(512UL << 10)
 #define DEF_ONESHOT_MAX	(16UL << 10)
-#define IDLE_YIELD	64	/* idle passes before sched_yield() */
 #define PAIRS_MAX	64	/* ranks all-to-all and one-shot take */
 
 /* Per communicator (comm->coll). */
@@ -80,6 +80,7 @@ struct coll {
 	size_t scratchBytes;
 	int scratchMem;			/* from mlap2p_mem_alloc */
 	long peerTimeoutMs;
+	uint32_t spinYield;		/* idle passes before sched_yield() */
 	/* Requests left behind by a failed collective: the data plane ends
 	 * them at destroy/abort, we free them (collFree runs after dpFree). */
 	struct mlap2p_request **orphans;
@@ -313,6 +314,12 @@ static struct coll *coll_get(struct mlap2p_comm *api, int *err)
 		c->oneshotMax = (size_t)v < c->chunk ? (size_t)v : c->chunk;
 		ret = mlap2p_env_timeout("MLAP2P_PEER_TIMEOUT", 5000,
 					 &c->peerTimeoutMs);
+	}
+	if (!ret) {
+		/* As the data plane: more ranks than cores yield at once. */
+		v = c->n > sysconf(_SC_NPROCESSORS_ONLN) ? 64 : 4096;
+		ret = mlap2p_env_size("MLAP2P_SPIN", 1, 1UL << 30, v, &v);
+		c->spinYield = (uint32_t)v;
 	}
 	if (!ret && c->n > 1) {
 		/* R and P per slot, then T; one-shot inputs use R and P. */
@@ -1200,7 +1207,7 @@ static int check_peers(struct cop *o)
 /* Run every op of @ops to its end; ops of one communicator in order. */
 static int run_ops(struct cop **ops, int n)
 {
-	unsigned int idle = 0;
+	uint32_t idle = 0, yield = ops[0]->c->spinYield;
 	int64_t nextCheck = mlap2p_now_ms() + 20;
 	int left = n, i, j, first = 0;
 
@@ -1228,8 +1235,8 @@ static int run_ops(struct cop **ops, int n)
 			idle = 0;
 			continue;
 		}
-		if (++idle >= IDLE_YIELD) {
-			idle = IDLE_YIELD;
+		if (++idle >= yield) {
+			idle = yield;
 			sched_yield();
 		}
 		if ((idle & 15) == 0 && mlap2p_now_ms() >= nextCheck) {
