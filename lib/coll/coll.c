@@ -61,7 +61,7 @@ enum {
 #define INLINE_MAX	16	/* data bytes a 2-rank header carries */
 #define NSLOTS		4	/* scratch receive slots */
 #define WIN		8	/* requests in flight per direction */
-#define DEF_CHUNK	(512UL << 10)
+#define DEF_CHUNK	(2UL << 20)
 #define DEF_ONESHOT_MAX	(16UL << 10)
 #define PAIRS_MAX	64	/* ranks all-to-all and one-shot take */
 

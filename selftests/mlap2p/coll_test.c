@@ -579,7 +579,7 @@ TEST_F_TIMEOUT(solo, all_reduce_64MiB_2_processes, 240)
 {
 	struct job j = { .n = 2, .fn = big_body };
 
-	setenv("MLAP2P_COLL_CHUNK", "512K", 1);
+	unsetenv("MLAP2P_COLL_CHUNK");	/* the default, 2 MiB */
 	setenv("NCCL_BUFFSIZE", "4M", 1);
 	ASSERT_EQ(0, job_run(&j, 230));
 }
@@ -588,7 +588,7 @@ TEST_F_TIMEOUT(solo, all_reduce_64MiB_2_threads, 240)
 {
 	struct job j = { .n = 2, .threads = 1, .fn = big_body };
 
-	setenv("MLAP2P_COLL_CHUNK", "512K", 1);
+	unsetenv("MLAP2P_COLL_CHUNK");	/* the default, 2 MiB */
 	setenv("NCCL_BUFFSIZE", "4M", 1);
 	ASSERT_EQ(0, job_run(&j, 230));
 }

@@ -37,7 +37,7 @@
  *   NCCL_ALGO      "Ring", "OneShot" (all-reduce only), a comma list, or
  *                  "^name" to exclude.  Default: both, by size.
  *   NCCL_PROTO     as for send/recv (the data plane picks per message).
- *   MLAP2P_COLL_CHUNK     ring chunk in bytes (default 512K, 4K to 64M)
+ *   MLAP2P_COLL_CHUNK     ring chunk in bytes (default 2M, 4K to 64M)
  *   MLAP2P_COLL_ONESHOT_MAX  largest all-reduce taken one-shot (default
  *                  docs/collectives.md; 0 = never)
  *
