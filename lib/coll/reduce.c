@@ -80,6 +80,24 @@ static inline uint64_t m2p_canon64(double r)
 }
 
 /*
+ * double -> float rounded to odd: truncate, and set the last bit if
+ * anything was cut off.  Rounding that float to a type of p <= 22 bits is
+ * then the correct rounding of the double (round-to-odd with >= p + 2
+ * bits is innocuous), where plain RNE to float could land on a midpoint.
+ */
+static inline float m2p_d2f_odd(double d)
+{
+	float f = (float)d;
+	uint32_t u = m2p_f2u(f);
+
+	if ((double)f != d) {
+		u -= (double)(f < 0 ? -f : f) > (d < 0 ? -d : d);
+		u |= 1;
+	}
+	return m2p_u2f(u);
+}
+
+/*
  * Sign-magnitude bits -> an unsigned key in the values' order: negative
  * values have every bit flipped, positive ones the sign bit set.  -0 sorts
  * just below +0.  max/min pick on the key, then fix up NaNs.

@@ -142,12 +142,21 @@ KERNELD(div_int32_t, int32_t, (int32_t)(x / nr))
 KERNELD(div_uint32_t, uint32_t, x / (uint32_t)nr)
 KERNELD(div_int64_t, int64_t, x / (int64_t)nr)
 KERNELD(div_uint64_t, uint64_t, x / (uint64_t)nr)
-KERNELD(div_f32, uint32_t, m2p_canon32(m2p_u2f(x) / (float)nr))
+/* Floats divide in double (nranks exact).  float32 rounds the double
+ * quotient to float: correctly rounded for nranks <= 2^27, where the
+ * quotient cannot come within 2^-53 of a float midpoint.  The narrow types
+ * go through float rounded to odd, which keeps the final rounding correct
+ * for every nranks (see m2p_d2f_odd). */
+KERNELD(div_f32, uint32_t, m2p_canon32((float)(m2p_u2f(x) / (double)nr)))
 KERNELD(div_f64, uint64_t, m2p_canon64(m2p_u2d(x) / (double)nr))
-KERNELD(div_f16, uint16_t, m2p_f32_to_f16(m2p_f16_to_f32(x) / (float)nr))
-KERNELD(div_bf16, uint16_t, m2p_f32_to_bf16(m2p_bf16_to_f32(x) / (float)nr))
-KERNELD(div_e4m3, uint8_t, m2p_f32_to_e4m3(m2p_e4m3_to_f32(x) / (float)nr))
-KERNELD(div_e5m2, uint8_t, m2p_f32_to_e5m2(m2p_e5m2_to_f32(x) / (float)nr))
+KERNELD(div_f16, uint16_t,
+	m2p_f32_to_f16(m2p_d2f_odd(m2p_f16_to_f32(x) / (double)nr)))
+KERNELD(div_bf16, uint16_t,
+	m2p_f32_to_bf16(m2p_d2f_odd(m2p_bf16_to_f32(x) / (double)nr)))
+KERNELD(div_e4m3, uint8_t,
+	m2p_f32_to_e4m3(m2p_d2f_odd(m2p_e4m3_to_f32(x) / (double)nr)))
+KERNELD(div_e5m2, uint8_t,
+	m2p_f32_to_e5m2(m2p_d2f_odd(m2p_e5m2_to_f32(x) / (double)nr)))
 
 static const mlap2p_kernd_fn KN(divide)[MLAP2P_NUM_DTYPES] = {
 	[MLAP2P_INT8] = KN(div_int8_t), [MLAP2P_UINT8] = KN(div_uint8_t),
