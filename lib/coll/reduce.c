@@ -161,13 +161,22 @@ M2P_MINMAX(f64x, uint64_t, 0x8000000000000000ull, NAN_F64, MLAP2P_F64_NAN)
 #include "coll/reduce_kern.h"
 #undef KSUF
 
-/* Path 2: AVX2, when the CPU has it. */
+/* Path 2: AVX2 and F16C, when the CPU has them. */
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
 #define MLAP2P_HAVE_AVX2_PATH 1
 #pragma GCC push_options
-#pragma GCC target("avx2")
+#pragma GCC target("avx2,f16c")
 #define KSUF avx2
+#define K_F16C
+static void sum_f16_f16c(void *, const void *, const void *, size_t);
+static void prod_f16_f16c(void *, const void *, const void *, size_t);
+static void sum_e4m3_f16c(void *, const void *, const void *, size_t);
+static void prod_e4m3_f16c(void *, const void *, const void *, size_t);
+static void sum_e5m2_f16c(void *, const void *, const void *, size_t);
+static void prod_e5m2_f16c(void *, const void *, const void *, size_t);
 #include "coll/reduce_kern.h"
+#include "coll/reduce_f16c.h"
+#undef K_F16C
 #undef KSUF
 #pragma GCC pop_options
 #endif
@@ -176,7 +185,7 @@ static int best_path(void)
 {
 #ifdef MLAP2P_HAVE_AVX2_PATH
 	__builtin_cpu_init();
-	if (__builtin_cpu_supports("avx2"))
+	if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c"))
 		return MLAP2P_REDUCE_PATH_AVX2;
 #endif
 	return MLAP2P_REDUCE_PATH_BASE;
