@@ -80,6 +80,24 @@ static inline uint64_t m2p_canon64(double r)
 }
 
 /*
+ * double -> float rounded to odd: truncate, and set the last bit if
+ * anything was cut off.  Rounding that float to a type of p <= 22 bits is
+ * then the correct rounding of the double (round-to-odd with >= p + 2
+ * bits is innocuous), where plain RNE to float could land on a midpoint.
+ */
+static inline float m2p_d2f_odd(double d)
+{
+	float f = (float)d;
+	uint32_t u = m2p_f2u(f);
+
+	if ((double)f != d) {
+		u -= (double)(f < 0 ? -f : f) > (d < 0 ? -d : d);
+		u |= 1;
+	}
+	return m2p_u2f(u);
+}
+
+/*
  * Sign-magnitude bits -> an unsigned key in the values' order: negative
  * values have every bit flipped, positive ones the sign bit set.  -0 sorts
  * just below +0.  max/min pick on the key, then fix up NaNs.
@@ -143,13 +161,22 @@ M2P_MINMAX(f64x, uint64_t, 0x8000000000000000ull, NAN_F64, MLAP2P_F64_NAN)
 #include "coll/reduce_kern.h"
 #undef KSUF
 
-/* Path 2: AVX2, when the CPU has it. */
+/* Path 2: AVX2 and F16C, when the CPU has them. */
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
 #define MLAP2P_HAVE_AVX2_PATH 1
 #pragma GCC push_options
-#pragma GCC target("avx2")
+#pragma GCC target("avx2,f16c")
 #define KSUF avx2
+#define K_F16C
+static void sum_f16_f16c(void *, const void *, const void *, size_t);
+static void prod_f16_f16c(void *, const void *, const void *, size_t);
+static void sum_e4m3_f16c(void *, const void *, const void *, size_t);
+static void prod_e4m3_f16c(void *, const void *, const void *, size_t);
+static void sum_e5m2_f16c(void *, const void *, const void *, size_t);
+static void prod_e5m2_f16c(void *, const void *, const void *, size_t);
 #include "coll/reduce_kern.h"
+#include "coll/reduce_f16c.h"
+#undef K_F16C
 #undef KSUF
 #pragma GCC pop_options
 #endif
@@ -158,7 +185,7 @@ static int best_path(void)
 {
 #ifdef MLAP2P_HAVE_AVX2_PATH
 	__builtin_cpu_init();
-	if (__builtin_cpu_supports("avx2"))
+	if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c"))
 		return MLAP2P_REDUCE_PATH_AVX2;
 #endif
 	return MLAP2P_REDUCE_PATH_BASE;

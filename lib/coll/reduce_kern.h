@@ -65,23 +65,34 @@ NARROW_KERNELS(bf16, uint16_t, m2p_f32_to_bf16, m2p_bf16_to_f32, m2p_max_bf16, m
 NARROW_KERNELS(e4m3, uint8_t, m2p_f32_to_e4m3, m2p_e4m3_to_f32, m2p_max_e4m3, m2p_min_e4m3)
 NARROW_KERNELS(e5m2, uint8_t, m2p_f32_to_e5m2, m2p_e5m2_to_f32, m2p_max_e5m2, m2p_min_e5m2)
 
+/* With K_F16C defined, fp16 and fp8 sum/prod come from
+ * coll/reduce_f16c.h (declared before this file is included). */
+#ifdef K_F16C
+#define KF(name) KCAT(name, f16c)
+#else
+#define KF(name) KN(name)
+#endif
+
 /* The table reduce.c dispatches through: [dtype][op], op < AVG. */
 static const mlap2p_kern2_fn KN(kern2)[MLAP2P_NUM_DTYPES][4] = {
 #define KROW(s, m) { KN(sum_##s), KN(prod_##s), KN(max_##m), KN(min_##m) }
+#define KROWF(s) { KF(sum_##s), KF(prod_##s), KN(max_##s), KN(min_##s) }
 	[MLAP2P_INT8] = KROW(int8_t, int8_t),
 	[MLAP2P_UINT8] = KROW(int8_t, uint8_t),
 	[MLAP2P_INT32] = KROW(int32_t, int32_t),
 	[MLAP2P_UINT32] = KROW(int32_t, uint32_t),
 	[MLAP2P_INT64] = KROW(int64_t, int64_t),
 	[MLAP2P_UINT64] = KROW(int64_t, uint64_t),
-	[MLAP2P_FLOAT16] = KROW(f16, f16),
+	[MLAP2P_FLOAT16] = KROWF(f16),
 	[MLAP2P_FLOAT32] = KROW(f32, f32),
 	[MLAP2P_FLOAT64] = KROW(f64, f64),
 	[MLAP2P_BFLOAT16] = KROW(bf16, bf16),
-	[MLAP2P_FP8_E4M3] = KROW(e4m3, e4m3),
-	[MLAP2P_FP8_E5M2] = KROW(e5m2, e5m2),
+	[MLAP2P_FP8_E4M3] = KROWF(e4m3),
+	[MLAP2P_FP8_E5M2] = KROWF(e5m2),
 #undef KROW
+#undef KROWF
 };
+#undef KF
 
 /* premul: dst[i] = src[i] * s, s already rounded to the type by the caller
  * (passed as its bits, or as the integer multiplier). */
@@ -142,12 +153,21 @@ KERNELD(div_int32_t, int32_t, (int32_t)(x / nr))
 KERNELD(div_uint32_t, uint32_t, x / (uint32_t)nr)
 KERNELD(div_int64_t, int64_t, x / (int64_t)nr)
 KERNELD(div_uint64_t, uint64_t, x / (uint64_t)nr)
-KERNELD(div_f32, uint32_t, m2p_canon32(m2p_u2f(x) / (float)nr))
+/* Floats divide in double (nranks exact).  float32 rounds the double
+ * quotient to float: correctly rounded for nranks <= 2^27, where the
+ * quotient cannot come within 2^-53 of a float midpoint.  The narrow types
+ * go through float rounded to odd, which keeps the final rounding correct
+ * for every nranks (see m2p_d2f_odd). */
+KERNELD(div_f32, uint32_t, m2p_canon32((float)(m2p_u2f(x) / (double)nr)))
 KERNELD(div_f64, uint64_t, m2p_canon64(m2p_u2d(x) / (double)nr))
-KERNELD(div_f16, uint16_t, m2p_f32_to_f16(m2p_f16_to_f32(x) / (float)nr))
-KERNELD(div_bf16, uint16_t, m2p_f32_to_bf16(m2p_bf16_to_f32(x) / (float)nr))
-KERNELD(div_e4m3, uint8_t, m2p_f32_to_e4m3(m2p_e4m3_to_f32(x) / (float)nr))
-KERNELD(div_e5m2, uint8_t, m2p_f32_to_e5m2(m2p_e5m2_to_f32(x) / (float)nr))
+KERNELD(div_f16, uint16_t,
+	m2p_f32_to_f16(m2p_d2f_odd(m2p_f16_to_f32(x) / (double)nr)))
+KERNELD(div_bf16, uint16_t,
+	m2p_f32_to_bf16(m2p_d2f_odd(m2p_bf16_to_f32(x) / (double)nr)))
+KERNELD(div_e4m3, uint8_t,
+	m2p_f32_to_e4m3(m2p_d2f_odd(m2p_e4m3_to_f32(x) / (double)nr)))
+KERNELD(div_e5m2, uint8_t,
+	m2p_f32_to_e5m2(m2p_d2f_odd(m2p_e5m2_to_f32(x) / (double)nr)))
 
 static const mlap2p_kernd_fn KN(divide)[MLAP2P_NUM_DTYPES] = {
 	[MLAP2P_INT8] = KN(div_int8_t), [MLAP2P_UINT8] = KN(div_uint8_t),
