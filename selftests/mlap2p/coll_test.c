@@ -771,6 +771,8 @@ static int dead_body(struct job *j, int rank, struct mlap2p_comm *comm)
 			mlap2p_last_error());
 		return 62;
 	}
+	/* Stay until the other survivors saw rank 3 go, not us. */
+	sleep(3);
 	mlap2p_comm_abort(comm);
 	return GONE;
 }
