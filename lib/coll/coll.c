@@ -62,7 +62,7 @@ enum {
 #define NSLOTS		4	/* scratch receive slots */
 #define WIN		8	/* requests in flight per direction */
 #define DEF_CHUNK	(2UL << 20)
-#define DEF_ONESHOT_MAX	(16UL << 10)
+#define DEF_ONESHOT_MAX	(64UL << 10)
 #define PAIRS_MAX	64	/* ranks all-to-all and one-shot take */
 
 /* Per communicator (comm->coll). */
