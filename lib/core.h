@@ -129,6 +129,11 @@ struct ncclComm {
 	 */
 	int (*peerAlive)(struct ncclComm *comm, int rank);
 
+	/* Collectives' state, owned by lib/coll/; collFree runs right after
+	 * dpFree at destroy and abort. */
+	void *coll;
+	void (*collFree)(struct ncclComm *comm);
+
 	/* Threads inside a blocking call (mlap2p_comm_enter); abort waits
 	 * for it to drop to 0 before it frees anything. */
 	int busy;

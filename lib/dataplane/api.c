@@ -79,6 +79,18 @@ void dp_quiesce(struct dp *dp)
 static __thread int group_depth MLAP2P_TLS_IE;
 static __thread struct mlap2p_request *group_head MLAP2P_TLS_IE;
 static __thread int group_err MLAP2P_TLS_IE;
+/* What a layer above runs at the outermost group end (mlap2p_group_end_hook). */
+static int (*group_end_hook)(void);
+
+int mlap2p_group_depth(void)
+{
+	return group_depth;
+}
+
+void mlap2p_group_end_hook(int (*fn)(void))
+{
+	__atomic_store_n(&group_end_hook, fn, __ATOMIC_RELEASE);
+}
 
 MLAP2P_EXPORT int mlap2p_group_start(void)
 {
@@ -88,13 +100,17 @@ MLAP2P_EXPORT int mlap2p_group_start(void)
 
 MLAP2P_EXPORT int mlap2p_group_end(void)
 {
+	int (*hook)(void) = __atomic_load_n(&group_end_hook, __ATOMIC_ACQUIRE);
 	struct mlap2p_request **reqs, *r;
-	int n = 0, i, ret;
+	int n = 0, i, ret, cret;
 
 	if (group_depth <= 0)
 		return mlap2p_err(-EINVAL);
 	if (--group_depth)
 		return 0;
+	/* What the layers above recorded in the group (the collectives) runs
+	 * now; its progress moves the group's sends and receives too. */
+	cret = hook ? hook() : 0;
 	for (r = group_head; r; r = r->groupNext)
 		n++;
 	reqs = calloc(n ? n : 1, sizeof(*reqs));
@@ -121,7 +137,7 @@ MLAP2P_EXPORT int mlap2p_group_end(void)
 				dp_out(reqs[i]->dp);
 		free(reqs);
 	}
-	ret = group_err;
+	ret = group_err ? group_err : cret;
 	while ((r = group_head)) {
 		group_head = r->groupNext;
 		if (!ret)
@@ -304,6 +320,37 @@ MLAP2P_EXPORT int mlap2p_irecv(struct mlap2p_comm *comm, void *buf,
 	return dp_ipost(comm, 0, buf, bytes, peer, req);
 }
 
+/* A request that a layer above ends itself (poll progresses it). */
+struct mlap2p_request *mlap2p_request_ext(struct mlap2p_comm *api,
+					  void (*poll)(void *ext), void *ext,
+					  int *err)
+{
+	struct mlap2p_request *req;
+	struct dp *dp;
+
+	*err = dp_enter(api, &dp);
+	if (*err)
+		return NULL;
+	req = calloc(1, sizeof(*req));
+	if (req) {
+		req->dp = dp;
+		req->poll = poll;
+		req->ext = ext;
+	} else {
+		*err = -ENOMEM;
+	}
+	dp_out(dp);
+	return req;
+}
+
+void mlap2p_request_ext_done(struct mlap2p_request *req, int status)
+{
+	req->status = status;
+	req->poll = NULL;
+	req->ext = NULL;
+	__atomic_store_n(&req->done, 1, __ATOMIC_RELEASE);
+}
+
 static int dp_reap(struct mlap2p_request **reqp)
 {
 	int ret = (*reqp)->status;
@@ -326,7 +373,9 @@ MLAP2P_EXPORT int mlap2p_request_test(struct mlap2p_request **reqp, int *done)
 
 		if (dp_in(dp))
 			return mlap2p_err(-ECANCELED);
-		if (!dp_progress(dp))
+		if (req->poll)
+			req->poll(req->ext);
+		if (!req->done && !dp_progress(dp))
 			dp_check(dp);
 		dp_out(dp);
 	}

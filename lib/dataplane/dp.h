@@ -43,6 +43,7 @@
 #include "transport.h"
 #include "transport/net.h"
 #include "util.h"
+#include "dataplane/dataplane.h"
 
 /* Defaults; docs/performance.md has the measurements behind them. */
 #define DP_LL_MAX		64UL		/* LL up to this many bytes */
@@ -120,6 +121,10 @@ struct mlap2p_request {
 	int status;
 	int done;
 	struct mlap2p_request *groupNext;
+	/* A collective's request (lib/coll/): no op; waits call poll(ext),
+	 * which ends it with mlap2p_request_ext_done(). */
+	void (*poll)(void *ext);
+	void *ext;
 };
 
 /* api.c */

@@ -177,6 +177,8 @@ int dp_post(struct dp *dp, struct mlap2p_request *req, int send,
 	req->status = 0;
 	req->done = 0;
 	req->groupNext = NULL;
+	req->poll = NULL;
+	req->ext = NULL;
 	k = dp_link(dp, peer, send, &ret, 0);
 	if (!k)
 		return ret;
@@ -346,6 +348,11 @@ void dp_wait_reqs(struct mlap2p_request **reqs, int n)
 			struct mlap2p_watch x;
 			int w;
 
+			if (reqs[0]->poll) {
+				reqs[0]->poll(reqs[0]->ext);
+				if (reqs[0]->done)
+					break;
+			}
 			if (dp_progress(dp)) {
 				mlap2p_spin_moved(&spin);
 				continue;
@@ -373,6 +380,8 @@ void dp_wait_reqs(struct mlap2p_request **reqs, int n)
 		for (i = 0; i < n; i++) {
 			struct dp *dp = reqs[i] ? reqs[i]->dp : NULL;
 
+			if (dp && !reqs[i]->done && reqs[i]->poll)
+				reqs[i]->poll(reqs[i]->ext);
 			if (!dp || reqs[i]->done || dp->pass == round)
 				continue;
 			moved |= dp_progress(dp);
