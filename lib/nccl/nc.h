@@ -53,8 +53,23 @@ struct nc_premul {
 	unsigned char imm[8];	/* ncclScalarHostImmediate: the value */
 };
 
+/*
+ * Communicators made together by one thread (ncclCommInitAll, or
+ * ncclCommInitRank calls of one group).  libmlap2p's destroy is collective,
+ * and NCCL programs destroy such communicators one after the other from
+ * that thread; so a member's ncclCommDestroy only marks it, and the last
+ * one destroys them all at once, a thread each.
+ */
+struct nc_clique {
+	pthread_mutex_t lock;
+	int n;			/* members */
+	int done;		/* members destroyed or aborted */
+	struct nc_comm **members;
+};
+
 struct nc_comm {
 	unsigned int magic;
+	struct nc_clique *clique;	/* or NULL: one rank of its thread */
 	int nranks, rank, core;
 	int blocking;
 

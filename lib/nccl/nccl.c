@@ -1117,6 +1117,26 @@ static void *nc_all_thread(void *arg)
 	return NULL;
 }
 
+static struct nc_clique *nc_clique_new(struct nc_comm **cs, int n)
+{
+	struct nc_clique *q = calloc(1, sizeof(*q));
+	int i;
+
+	if (q)
+		q->members = calloc((size_t)n, sizeof(*q->members));
+	if (!q || !q->members) {
+		free(q);
+		return NULL;
+	}
+	pthread_mutex_init(&q->lock, NULL);
+	q->n = n;
+	for (i = 0; i < n; i++) {
+		q->members[i] = cs[i];
+		cs[i]->clique = q;
+	}
+	return q;
+}
+
 /* Init every communicator of @cs at once (they wait for each other). */
 static int nc_init_many(struct nc_comm **cs, int n)
 {
@@ -1124,7 +1144,7 @@ static int nc_init_many(struct nc_comm **cs, int n)
 	pthread_t *tid = calloc((size_t)n, sizeof(*tid));
 	int i, ret = 0, started;
 
-	if (!a || !tid) {
+	if (!a || !tid || (n > 1 && !nc_clique_new(cs, n))) {
 		free(a);
 		free(tid);
 		return -ENOMEM;
@@ -1224,17 +1244,13 @@ NC_EXPORT ncclResult_t pncclCommFinalize(ncclComm_t comm)
 }
 NC_ALIAS(ncclCommFinalize);
 
-NC_EXPORT ncclResult_t pncclCommDestroy(ncclComm_t comm)
+/* Take @c's libmlap2p communicator after everything posted before. */
+static struct mlap2p_comm *nc_detach(struct nc_comm *c)
 {
-	struct nc_comm *c = nc_of(comm);
 	struct mlap2p_comm *m;
 	uint64_t t;
-	int err = 0;
 
-	if (!c)
-		return nc_fail(NULL, -EINVAL, "ncclCommDestroy: invalid communicator");
 	nc_join_init(c);
-	/* After everything posted before it. */
 	t = nc_ticket(c);
 	nc_turn_wait(c, t);
 	pthread_mutex_lock(&c->tlock);
@@ -1242,9 +1258,83 @@ NC_EXPORT ncclResult_t pncclCommDestroy(ncclComm_t comm)
 	__atomic_store_n(&c->comm, NULL, __ATOMIC_RELEASE);
 	c->aborted = 1;
 	pthread_mutex_unlock(&c->tlock);
+	nc_turn_done(c, t);
+	return m;
+}
+
+static void *nc_destroy_thread(void *arg)
+{
+	return (void *)(intptr_t)mlap2p_comm_destroy(arg);
+}
+
+/* The last member of a clique: destroy every member's comm at once. */
+static int nc_clique_destroy(struct nc_clique *q)
+{
+	pthread_t *tid = calloc((size_t)q->n, sizeof(*tid));
+	char *started = calloc((size_t)q->n, 1);
+	int i, err = 0, r;
+	void *res;
+
+	for (i = 0; i < q->n; i++) {
+		struct mlap2p_comm *m = q->members[i]->comm ?
+			q->members[i]->comm : NULL;
+
+		if (!m)
+			continue;
+		if (tid && started && !pthread_create(&tid[i], NULL,
+						      nc_destroy_thread, m)) {
+			started[i] = 1;
+			continue;
+		}
+		r = mlap2p_comm_abort(m);	/* cannot wait for peers */
+		if (r && !err)
+			err = r;
+	}
+	for (i = 0; i < q->n; i++) {
+		if (!started || !started[i])
+			continue;
+		pthread_join(tid[i], &res);
+		if ((int)(intptr_t)res && !err)
+			err = (int)(intptr_t)res;
+	}
+	for (i = 0; i < q->n; i++) {
+		q->members[i]->clique = NULL;
+		q->members[i]->comm = NULL;
+		nc_put(q->members[i]);
+	}
+	free(started);
+	free(tid);
+	pthread_mutex_destroy(&q->lock);
+	free(q->members);
+	free(q);
+	return err;
+}
+
+NC_EXPORT ncclResult_t pncclCommDestroy(ncclComm_t comm)
+{
+	struct nc_comm *c = nc_of(comm);
+	struct nc_clique *q;
+	struct mlap2p_comm *m;
+	int err = 0, last;
+
+	if (!c)
+		return nc_fail(NULL, -EINVAL, "ncclCommDestroy: invalid communicator");
+	q = c->clique;
+	m = nc_detach(c);
+	if (q) {
+		/* Keep the libmlap2p comm for the clique's last destroy. */
+		c->comm = m;
+		pthread_mutex_lock(&q->lock);
+		last = ++q->done == q->n;
+		pthread_mutex_unlock(&q->lock);
+		if (!last)
+			return ncclSuccess;
+		err = nc_clique_destroy(q);
+		return err ? nc_lib_fail(NULL, "ncclCommDestroy", err) :
+			ncclSuccess;
+	}
 	if (m)
 		err = mlap2p_comm_destroy(m);
-	nc_turn_done(c, t);
 	nc_put(c);
 	return err ? nc_lib_fail(NULL, "ncclCommDestroy", err) : ncclSuccess;
 }
@@ -1269,6 +1359,17 @@ NC_EXPORT ncclResult_t pncclCommAbort(ncclComm_t comm)
 	pthread_mutex_unlock(&c->tlock);
 	if (m)
 		mlap2p_comm_abort(m);
+	if (c->clique) {
+		struct nc_clique *q = c->clique;
+		int last;
+
+		pthread_mutex_lock(&q->lock);
+		last = ++q->done == q->n;
+		pthread_mutex_unlock(&q->lock);
+		if (last)
+			nc_clique_destroy(q);
+		return ncclSuccess;
+	}
 	/* Queued work still holds references and fails with -ECANCELED. */
 	nc_put(c);
 	return ncclSuccess;
