@@ -16,11 +16,7 @@
 
 #include "mlap2p/dataplane.h"
 #include "mlap2p/stream.h"
-#if __has_include("mlap2p/coll.h")
 #include "mlap2p/coll.h"
-#else
-#include "coll_tmp.h"
-#endif
 #include "nc.h"
 
 #define NC_ALIAS(f)							\
