@@ -69,6 +69,25 @@ static int rank_main(int rank, int nranks, ncclUniqueId id)
 	CHECK(mlap2p_stream_create(&s) == 0);
 	ring(comm, s, 1);
 	ring(comm, NULL, 2);
+	/* A collective after send/recv connected the pairs, then both in
+	 * one group (collectives of one comm keep their order). */
+	{
+		int32_t a[5], b[5], c[5], d[5], want = nranks * (nranks - 1) / 2, i;
+
+		for (i = 0; i < 5; i++)
+			a[i] = rank;
+		NCCLCHECK(ncclAllReduce(a, b, 5, ncclInt32, ncclSum, comm, s));
+		NCCLCHECK(ncclGroupStart());
+		NCCLCHECK(ncclAllReduce(a, c, 5, ncclInt32, ncclMax, comm, s));
+		NCCLCHECK(ncclSend(a, 5, ncclInt32, (rank + 1) % nranks, comm, s));
+		NCCLCHECK(ncclRecv(d, 5, ncclInt32, (rank + nranks - 1) % nranks,
+				   comm, s));
+		NCCLCHECK(ncclGroupEnd());
+		CHECK(mlap2p_stream_synchronize(s) == 0);
+		for (i = 0; i < 5; i++)
+			CHECK(b[i] == want && c[i] == nranks - 1 &&
+			      d[i] == (rank + nranks - 1) % nranks);
+	}
 
 	/* Split: even and odd ranks, keys reversed; rank 3 opts out. */
 	color = rank == 3 ? NCCL_SPLIT_NOCOLOR : rank % 2;
