@@ -74,6 +74,13 @@ def lines(pattern):
     return out
 
 
+def human(b):
+    for unit, shift in (("MiB", 20), ("KiB", 10)):
+        if b >= 1 << shift and b % (1 << shift) == 0:
+            return "%d %s" % (b >> shift, unit)
+    return "%d B" % b
+
+
 def bw(nbytes, us):
     return nbytes / us / 1e3 if us else 0
 
@@ -119,14 +126,26 @@ print()
 print("## Limits and baselines")
 if pp:
     print("cache-line ping-pong, one-way:          %8.1f ns" % median(pp))
+
+
+def probe_size(pattern):
+    for f in files(pattern):
+        for line in open(f):
+            m = re.search(r" of (\d+) bytes", line)
+            if m:
+                return int(m.group(1))
+    return 0
+
+
 if single:
-    print("single-copy reduction probe, %3d MiB:   %8.2f GB/s"
+    print("single-copy reduction probe, %6d KiB: %8.2f GB/s"
           " (each rank reads N, writes N; plain %s, streaming %s)" %
-          (max(b for (_, b) in un["allreduce"]) >> 20 if un["allreduce"] else 0,
-           single, g(median(r1), "%.2f"), g(median(r1nt), "%.2f")))
+          (probe_size("reduce1copy.*.txt") >> 10, single,
+           g(median(r1), "%.2f"), g(median(r1nt), "%.2f")))
 if ring_best:
-    print("two-copy FIFO ring all-reduce:          %8.2f GB/s"
-          " (best of its chunk sizes)" % ring_best)
+    print("two-copy FIFO ring all-reduce, %4d KiB: %7.2f GB/s"
+          " (best of its chunk sizes)" %
+          (probe_size("ring2copy-ar.*.txt") >> 10, ring_best))
 if not (mpi_def or mpi_m):
     print("Open MPI: no results (not installed? make bench-deps)")
 if not gloo:
@@ -137,10 +156,11 @@ for t in TESTS:
     sizes = sorted({b for (_, b) in un[t]} | {b for (tt, b) in mpi_def if tt == t})
     if not sizes:
         continue
-    print("## %s (busbw GB/s = bytes / time x %.2f)" % (t, FACTOR[t]))
+    print("## %s (busbw GB/s = bytes / time x %.2f; OMPI/ml, Gloo/ml:"
+          " their time / mlap2p's, > 1 where mlap2p is faster)" % (t, FACTOR[t]))
     print("%10s | %9s %9s %9s | %9s %9s %9s | %9s | %8s %8s | %8s %8s%s" % (
         "bytes", "mlap2p us", "in place", "busbw", "OMPI us", "OMPI -m",
-        "busbw", "Gloo us", "x OMPI", "x Gloo", "#wrong", "",
+        "busbw", "Gloo us", "OMPI/ml", "Gloo/ml", "#wrong", "",
         " | -R us    -R busbw" if t == "allreduce" else ""))
     for b in sizes:
         e = un[t].get((t, b))
@@ -207,15 +227,15 @@ if sizes and gloo:
 big = max(sizes) if sizes else 0
 if big and ring_best:
     x = bw(big, median(ar[("allreduce", big)]["t"])) * FACTOR["allreduce"]
-    print("%d MiB all-reduce, unregistered: busbw %.2f GB/s = %.2fx the two-copy"
+    print("%s all-reduce, unregistered: busbw %.2f GB/s = %.2fx the two-copy"
           " ring's %.2f (target >= 0.9x): %s" %
-          (big >> 20, x, x / ring_best, ring_best,
+          (human(big), x, x / ring_best, ring_best,
            verdict("64 MiB vs two-copy ring", x >= 0.9 * ring_best)))
 if big and single and ("allreduce", big) in reg:
     x = bw(big, median(reg[("allreduce", big)]["t"])) * FACTOR["allreduce"]
-    print("%d MiB all-reduce, registered (-R): busbw %.2f GB/s = %.2fx the"
+    print("%s all-reduce, registered (-R): busbw %.2f GB/s = %.2fx the"
           " single-copy probe's %.2f (target >= 0.75x): %s" %
-          (big >> 20, x, x / single, single,
+          (human(big), x, x / single, single,
            verdict("64 MiB -R vs single copy", x >= 0.75 * single)))
 for t in ("allgather", "reducescatter", "broadcast"):
     tb = sorted(b for (_, b) in un[t])
@@ -227,8 +247,8 @@ for t in ("allgather", "reducescatter", "broadcast"):
         continue
     x = bw(b, median(un[t][(t, b)]["t"])) * FACTOR[t]
     y = bw(b, best) * FACTOR[t]
-    print("%d MiB %s: busbw %.2f GB/s vs Open MPI's %.2f: %.2fx (target >= 1x): %s" %
-          (b >> 20, t, x, y, x / y, verdict("64 MiB %s" % t, x >= y)))
+    print("%s %s: busbw %.2f GB/s vs Open MPI's %.2f: %.2fx (target >= 1x): %s" %
+          (human(b), t, x, y, x / y, verdict("64 MiB %s" % t, x >= y)))
 wrong = sum(e["wrong"] for t in TESTS for e in un[t].values()) + \
     sum(e["wrong"] for e in reg.values())
 if any(un.values()):

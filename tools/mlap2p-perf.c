@@ -632,7 +632,8 @@ static int write_json(const char *path)
 		"  \"registered\": %s,\n  \"checked\": %s,\n  \"buff_sizes\": [%d, %d, %d],\n"
 		"  \"dev_mem_per_conn\": %lld,\n  \"results\": [\n",
 		o.nranks, o.threads ? "threads" : "processes", sh->runtime,
-		o.registered ? "true" : "false", o.check ? "true" : "false",
+		o.registered ? "true" : "false",
+		o.check || (o.tests & TEST_COLL) ? "true" : "false",
 		sh->buffSizes[0],
 		sh->buffSizes[1], sh->buffSizes[2],
 		sh->devBefore >= 0 && sh->nconns ?
