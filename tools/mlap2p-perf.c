@@ -47,6 +47,8 @@
 #include <linux/mlap2p.h>
 #include <mlap2p/dataplane.h>
 #include <mlap2p/mlap2p.h>
+#include <mlap2p/stream.h>
+#include <nccl/nccl.h>
 
 #include "perf/perf.h"
 
@@ -480,6 +482,8 @@ static int run_sendrecv(struct mlap2p_comm *comm, int rank, int prev,
 
 static int rank_main(int rank)
 {
+	ncclComm_t ncomm = NULL;
+	cudaStream_t nstream = NULL;
 	struct mlap2p_comm *comm;
 	struct mlap2p_conn_desc desc;
 	unsigned char *sbuf, *rbuf, *scratch;
@@ -497,7 +501,25 @@ static int rank_main(int rank)
 				rank, o.cpus[rank % o.ncpus]);
 	}
 	core = o.ncores ? o.cores[rank % o.ncores] : rank;
-	CHECK(mlap2p_comm_init_rank(&comm, o.nranks, &sh->id, rank, core));
+	if (o.nccl) {
+		/* --nccl: the communicator is an ncclComm_t (same id bytes);
+		 * the setup below uses the libmlap2p comm under it. */
+		ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
+		ncclUniqueId nid;
+
+		memcpy(&nid, &sh->id, sizeof(nid));
+		cfg.mlap2pCore = core;
+		if (ncclCommInitRankConfig(&ncomm, o.nranks, nid, rank, &cfg))
+			die("rank %d: ncclCommInitRankConfig: %s", rank,
+			    ncclGetLastError(NULL));
+		comm = mlap2p_nccl_comm(ncomm);
+		if (o.nccl == 2 && mlap2p_stream_create(&nstream))
+			die("rank %d: mlap2p_stream_create failed", rank);
+		coll_use_nccl(ncomm, nstream);
+	} else {
+		CHECK(mlap2p_comm_init_rank(&comm, o.nranks, &sh->id, rank,
+					    core));
+	}
 	if (rank == 0)
 		snprintf(sh->runtime, sizeof(sh->runtime), "%s",
 			 mlap2p_comm_runtime(comm));
@@ -553,6 +575,16 @@ static int rank_main(int rank)
 	xfree(comm, sbuf);
 	xfree(comm, rbuf);
 done:
+	if (nstream)
+		mlap2p_stream_destroy(nstream);
+	if (ncomm) {
+		if (ret)
+			ncclCommAbort(ncomm);
+		else if (ncclCommDestroy(ncomm))
+			die("rank %d: ncclCommDestroy: %s", rank,
+			    ncclGetLastError(NULL));
+		return ret;
+	}
 	if (ret) {
 		mlap2p_comm_abort(comm);
 		return ret;
@@ -696,6 +728,9 @@ static void usage(FILE *f)
 "      --netns LIST      rank i runs in network namespace LIST[i %% len]\n"
 "      --hostnames LIST  ... and in a UTS namespace named LIST[i %% len]\n"
 "                        (emulated hosts; set NCCL_COMM_ID in rank 0's)\n"
+"      --nccl[=null|stream]  collectives through <nccl.h>: on the NULL\n"
+"                        stream, or posted to a stream and synchronized\n"
+"                        after each call (what the stream costs)\n"
 "  -h, --help\n");
 }
 
@@ -712,7 +747,7 @@ static void parse(int argc, char **argv)
 		{ "json", 1, NULL, 'J' }, { "help", 0, NULL, 'h' },
 		{ "netns", 1, NULL, 'N' }, { "hostnames", 1, NULL, 'H' },
 		{ "datatype", 1, NULL, 'd' }, { "op", 1, NULL, 'o' },
-		{ "root", 1, NULL, 'r' },
+		{ "root", 1, NULL, 'r' }, { "nccl", 2, NULL, 'X' },
 		{ NULL, 0, NULL, 0 },
 	};
 	int c;
@@ -781,6 +816,14 @@ static void parse(int argc, char **argv)
 				die("unknown reduction '%s'", optarg);
 			break;
 		case 'r': o.root = atoi(optarg); break;
+		case 'X':
+			if (!optarg || !strcmp(optarg, "null"))
+				o.nccl = 1;
+			else if (!strcmp(optarg, "stream"))
+				o.nccl = 2;
+			else
+				die("--nccl takes null or stream, not '%s'", optarg);
+			break;
 		case 'h': usage(stdout); exit(0);
 		default: usage(stderr); exit(2);
 		}
@@ -791,6 +834,8 @@ static void parse(int argc, char **argv)
 	}
 	if (o.nranks < 2 || o.nranks > MAX_RANKS)
 		die("--nranks must be 2..%d", MAX_RANKS);
+	if (o.nccl && !(o.tests & TEST_COLL))
+		die("--nccl drives the collective tests (-t allreduce ...)");
 	if (o.root < 0 || o.root >= o.nranks)
 		die("--root must be a rank, 0..%d", o.nranks - 1);
 	if (o.threads && (o.nnetns || o.nhosts))

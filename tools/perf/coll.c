@@ -44,6 +44,7 @@
 
 #if __has_include(<mlap2p/coll.h>)
 #include <mlap2p/coll.h>
+#include <nccl/nccl.h>
 #define HAVE_COLL 1
 #else
 #define HAVE_COLL 0
@@ -390,8 +391,59 @@ static long check_output(const struct data *d, struct bufs b, int rank,
 }
 
 #if HAVE_COLL
+static ncclComm_t ncclComm;
+static cudaStream_t ncclStream;
+
+void coll_use_nccl(void *ncomm, void *stream)
+{
+	ncclComm = ncomm;
+	ncclStream = stream;
+}
+
+/* --nccl: the same call through <nccl.h>; a result back to -errno. */
+static int call_nccl(struct bufs b, size_t count)
+{
+	ncclResult_t r;
+
+	switch (o.coll) {
+	case COLL_ALLREDUCE:
+		r = ncclAllReduce(b.s, b.r, count, o.dtype, o.op, ncclComm,
+				  ncclStream);
+		break;
+	case COLL_ALLGATHER:
+		r = ncclAllGather(b.s, b.r, count, o.dtype, ncclComm,
+				  ncclStream);
+		break;
+	case COLL_REDUCESCATTER:
+		r = ncclReduceScatter(b.s, b.r, count, o.dtype, o.op, ncclComm,
+				      ncclStream);
+		break;
+	case COLL_BROADCAST:
+		r = ncclBroadcast(b.s, b.r, count, o.dtype, o.root, ncclComm,
+				  ncclStream);
+		break;
+	case COLL_REDUCE:
+		r = ncclReduce(b.s, b.r, count, o.dtype, o.op, o.root,
+			       ncclComm, ncclStream);
+		break;
+	default:
+		r = ncclAlltoAll(b.s, b.r, count, o.dtype, ncclComm,
+				 ncclStream);
+		break;
+	}
+	if (r != ncclSuccess) {
+		fprintf(stderr, "mlap2p-perf: %s\n", ncclGetLastError(ncclComm));
+		return r == ncclInvalidArgument ? -EINVAL : -EIO;
+	}
+	if (ncclStream)
+		return mlap2p_stream_synchronize(ncclStream);
+	return 0;
+}
+
 static int call(struct mlap2p_comm *comm, struct bufs b, size_t count)
 {
+	if (o.nccl)
+		return call_nccl(b, count);
 	switch (o.coll) {
 	case COLL_ALLREDUCE:
 		return mlap2p_all_reduce(comm, b.s, b.r, count, o.dtype, o.op);
@@ -410,6 +462,11 @@ static int call(struct mlap2p_comm *comm, struct bufs b, size_t count)
 	}
 }
 #else
+void coll_use_nccl(void *ncomm, void *stream)
+{
+	(void)ncomm; (void)stream;
+}
+
 static int call(struct mlap2p_comm *comm, struct bufs b, size_t count)
 {
 	(void)comm; (void)b; (void)count;

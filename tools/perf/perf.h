@@ -26,6 +26,7 @@ enum { COLL_ALLREDUCE, COLL_ALLGATHER, COLL_REDUCESCATTER, COLL_BROADCAST,
 struct opts {
 	int tests;
 	int coll, dtype, op, root;	/* TEST_COLL: -t, -d, -o, -r */
+	int nccl;			/* --nccl: 1 NULL stream, 2 a stream */
 	int nranks;
 	int threads;
 	size_t minBytes, maxBytes;
@@ -99,6 +100,9 @@ int coll_parse_test(const char *name);		/* COLL_*, or -1 */
 int coll_parse_dtype(const char *name);		/* dtype, or -1 */
 int coll_parse_op(const char *name);		/* redop, or -1 */
 int coll_run(struct mlap2p_comm *comm, int rank);
+/* --nccl: the collectives go through <nccl.h> on @ncomm (an ncclComm_t)
+ * and, with --nccl=stream, @stream (posted, then synchronized). */
+void coll_use_nccl(void *ncomm, void *stream);
 void coll_print(void);
 void coll_json(FILE *f, const struct row *r, int last);
 const char *coll_test_name(int coll);
