@@ -63,7 +63,7 @@ check: deps
 # ones under TSan (the library rebuilt with the same sanitizer).  Tests that need the module
 # skip here and run in the VM.
 TSAN_TESTS := lib_modes_test lib_bootstrap_test lib_ring_test lib_teardown_test dp_proto_test net_test \
-	nccl_stream_test nccl_p2p_test nccl_api_test
+	nccl_stream_test nccl_p2p_test nccl_api_test nccl_examples_test
 
 check-host: selftests
 	$(TOP)/selftests/mlap2p/run_tests.sh --host $(B)/selftests

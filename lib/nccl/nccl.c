@@ -1451,6 +1451,11 @@ NC_EXPORT ncclResult_t pncclCommSplit(ncclComm_t comm, int color, int key,
 		return nc_fail(c, -EINVAL, "ncclCommSplit: invalid arguments (color %d)",
 			       color);
 	*newcomm = NULL;
+	/* NCCL lets one thread split several ranks inside a group; here a
+	 * split blocks, so that would hang: refuse it. */
+	if (nc_grp.depth)
+		return nc_fail(c, -EOPNOTSUPP,
+			       "ncclCommSplit: not supported inside a group");
 	if (config) {
 		if (config->magic != 0xcafebeef ||
 		    config->size < offsetof(ncclConfig_t, mlap2pCore))

@@ -193,6 +193,12 @@ static void test_comms(void)
 	       ncclRecv(buf, 4, (ncclDataType_t)12, 1, comms[0], NULL));
 	NCCLEQ(ncclInvalidArgument, ncclGroupEnd());
 
+	/* Usage: a split inside a group (it would block the group). */
+	NCCLCHECK(ncclGroupStart());
+	NCCLEQ(ncclInvalidUsage, ncclCommSplit(comms[0], 0, 0, &c, NULL));
+	last_is(comms[0], "ncclCommSplit: not supported inside a group");
+	NCCLCHECK(ncclGroupEnd());
+
 	/* PreMulSum operators: per communicator, typed. */
 	NCCLCHECK(ncclRedOpCreatePreMulSum(&op, &f, ncclFloat,
 					   ncclScalarHostImmediate, comms[0]));
