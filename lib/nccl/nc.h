@@ -113,6 +113,8 @@ struct nc_batch {
 /* What a stream runs: batches run together, or a host function. */
 struct nc_item {
 	struct nc_item *next;
+	int64_t postedNs;	/* CLOCK_MONOTONIC, set by nc_stream_post */
+	int packed;		/* b and its ops share this allocation */
 	int nb;
 	struct nc_batch *b;
 	int (*fn)(void *arg);

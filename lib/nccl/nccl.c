@@ -597,9 +597,11 @@ void nc_item_free(struct nc_item *it)
 
 	for (i = 0; i < it->nb; i++) {
 		nc_put(it->b[i].c);
-		free(it->b[i].ops);
+		if (!it->packed)
+			free(it->b[i].ops);
 	}
-	free(it->b);
+	if (!it->packed)
+		free(it->b);
 	free(it);
 }
 
@@ -781,22 +783,26 @@ static ncclResult_t nc_post(ncclComm_t comm, struct nc_op *o,
 		err = nc_run_batches(&b, 1, 0);
 		return err ? mlap2p_nccl_result(err) : ncclSuccess;
 	} else {
-		struct nc_item *it = calloc(1, sizeof(*it));
+		/* One allocation: the item, its batch and the op. */
+		struct nc_packed {
+			struct nc_item it;
+			struct nc_batch b;
+			struct nc_op op;
+		} *p = malloc(sizeof(*p));
+		struct nc_item *it;
 
-		if (it)
-			it->b = calloc(1, sizeof(*it->b));
-		if (it && it->b)
-			it->b->ops = malloc(sizeof(*o));
-		if (!it || !it->b || !it->b->ops) {
-			if (it)
-				free(it->b);
-			free(it);
+		if (!p)
 			return nc_fail(c, -ENOMEM, "%s: out of memory", name);
-		}
-		*it->b->ops = *o;
-		it->b->nops = 1;
-		it->b->c = c;
+		memset(&p->it, 0, sizeof(p->it));
+		memset(&p->b, 0, sizeof(p->b));
+		it = &p->it;
+		it->packed = 1;
+		it->b = &p->b;
 		it->nb = 1;
+		p->op = *o;
+		p->b.ops = &p->op;
+		p->b.nops = 1;
+		p->b.c = c;
 		nc_get(c);
 		err = nc_stream_post(s, it);
 		if (err) {

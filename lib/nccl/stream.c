@@ -12,7 +12,9 @@
 #include <errno.h>
 #include <pthread.h>
 #include <sched.h>
+#include <stdint.h>
 #include <stdlib.h>
+#include <time.h>
 
 #include "mlap2p/stream.h"
 #include "nc.h"
@@ -24,7 +26,7 @@ struct mlap2p_stream {
 	struct nc_item *head, *tail;
 	int running;			/* the executor role is taken */
 	int stop;
-	int sleeping;			/* the worker is waiting on work */
+	int sleeping;			/* worker waits: 1 a while, 2 for a post */
 	int waiters;			/* threads waiting on idle */
 	int err;			/* first error since synchronize */
 	int busy;			/* atomic: items queued or running */
@@ -68,24 +70,69 @@ static void stream_exec(struct mlap2p_stream *s, struct nc_item *it)
 	__atomic_sub_fetch(&s->busy, 1, __ATOMIC_RELEASE);
 	if (s->waiters)
 		pthread_cond_broadcast(&s->idle);
-	if (s->sleeping && (s->head || s->stop))
+	if (s->sleeping && s->stop)
 		pthread_cond_signal(&s->work);
+}
+
+static int64_t stream_now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/*
+ * The worker.  A post and a synchronize right after it should cost what
+ * the blocking call does: no wake-up (a futex call, and a context switch
+ * on the CPU the caller runs on).  So the worker leaves an item alone for
+ * STREAM_GRACE_NS after its post (a synchronize in that time runs it on
+ * the caller's thread), and while the stream is busy it does not sleep
+ * for good but looks again every STREAM_TICK_NS; a post needs to wake it
+ * only after STREAM_IDLE_NS without work.  Work that nobody synchronizes
+ * starts within about STREAM_TICK_NS.
+ */
+#define STREAM_GRACE_NS	20000
+#define STREAM_TICK_NS	100000
+#define STREAM_IDLE_NS	10000000
+
+static void stream_timedwait(struct mlap2p_stream *s, int64_t ns)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	ns += ts.tv_nsec;
+	ts.tv_sec += ns / 1000000000;
+	ts.tv_nsec = ns % 1000000000;
+	s->sleeping = 1;
+	pthread_cond_timedwait(&s->work, &s->lock, &ts);
+	s->sleeping = 0;
 }
 
 static void *stream_main(void *arg)
 {
 	struct mlap2p_stream *s = arg;
+	int64_t active = stream_now_ns(), now, age;
 
 	pthread_mutex_lock(&s->lock);
 	for (;;) {
+		now = stream_now_ns();
 		if (s->head && !s->running) {
-			stream_exec(s, stream_take(s));
+			age = now - s->head->postedNs;
+			active = now;
+			if (age >= STREAM_GRACE_NS || s->stop)
+				stream_exec(s, stream_take(s));
+			else
+				stream_timedwait(s, STREAM_GRACE_NS - age);
 		} else if (s->stop && !s->head && !s->running) {
 			break;
+		} else if (s->head || now - active < STREAM_IDLE_NS) {
+			stream_timedwait(s, STREAM_TICK_NS);
 		} else {
-			s->sleeping = 1;
+			s->sleeping = 2;	/* a post must wake us */
 			pthread_cond_wait(&s->work, &s->lock);
 			s->sleeping = 0;
+			active = stream_now_ns();
 		}
 	}
 	pthread_mutex_unlock(&s->lock);
@@ -95,6 +142,7 @@ static void *stream_main(void *arg)
 NC_EXPORT int mlap2p_stream_create(struct mlap2p_stream **out)
 {
 	struct mlap2p_stream *s;
+	pthread_condattr_t ca;
 	int ret;
 
 	if (!out)
@@ -102,8 +150,12 @@ NC_EXPORT int mlap2p_stream_create(struct mlap2p_stream **out)
 	s = calloc(1, sizeof(*s));
 	if (!s)
 		return stream_err(-ENOMEM);
+
 	pthread_mutex_init(&s->lock, NULL);
-	pthread_cond_init(&s->work, NULL);
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&s->work, &ca);
+	pthread_condattr_destroy(&ca);
 	pthread_cond_init(&s->idle, NULL);
 	ret = pthread_create(&s->thread, NULL, stream_main, s);
 	if (ret) {
@@ -122,6 +174,7 @@ int nc_stream_post(struct mlap2p_stream *s, struct nc_item *it)
 	int i;
 
 	it->next = NULL;
+	it->postedNs = stream_now_ns();
 	pthread_mutex_lock(&s->lock);
 	if (s->stop) {
 		pthread_mutex_unlock(&s->lock);
@@ -137,7 +190,7 @@ int nc_stream_post(struct mlap2p_stream *s, struct nc_item *it)
 		s->head = it;
 	s->tail = it;
 	__atomic_add_fetch(&s->busy, 1, __ATOMIC_RELEASE);
-	if (s->sleeping)
+	if (s->sleeping == 2)
 		pthread_cond_signal(&s->work);
 	pthread_mutex_unlock(&s->lock);
 	return 0;
