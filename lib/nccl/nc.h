@@ -76,7 +76,7 @@ struct nc_comm {
 	struct mlap2p_comm *comm;	/* atomic; NULL until init done */
 	int refs;			/* atomic: user + queued work */
 	int initDone;			/* atomic */
-	int initErr;			/* -errno of the init */
+	int initErr;			/* atomic: -errno of the init */
 	int initThread;			/* a non-blocking init thread to join */
 	pthread_t initTid;
 	struct mlap2p_unique_id id;
@@ -84,8 +84,8 @@ struct nc_comm {
 	uint64_t next;			/* atomic: next ticket */
 	uint64_t serving;		/* atomic: ticket allowed to run */
 	int waiters;			/* atomic: threads asleep on tcond */
-	int aborted;			/* under tlock (atomic reads) */
-	int inflight;			/* under tlock: running work */
+	int aborted;			/* atomic */
+	int inflight;			/* atomic: threads running its work */
 	pthread_mutex_t tlock;
 	pthread_cond_t tcond;
 

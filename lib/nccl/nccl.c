@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "mlap2p/dataplane.h"
 #include "mlap2p/stream.h"
@@ -206,30 +207,30 @@ static uint64_t nc_ticket(struct nc_comm *c)
 	return __atomic_fetch_add(&c->next, 1, __ATOMIC_ACQ_REL);
 }
 
-/* Enter the communicator to run work: 0, or why not (aborted, failed). */
+/*
+ * Enter the communicator to run work: 0, or why not (aborted, failed).
+ * Lock-free (it is on every call's path): inflight and aborted are both
+ * sequentially consistent, so either abort sees us inside or we see it.
+ */
 static int nc_enter(struct nc_comm *c)
 {
 	int err;
 
-	pthread_mutex_lock(&c->tlock);
-	if (c->aborted)
+	__atomic_add_fetch(&c->inflight, 1, __ATOMIC_SEQ_CST);
+	if (__atomic_load_n(&c->aborted, __ATOMIC_SEQ_CST))
 		err = -ECANCELED;
-	else if (c->initErr)
-		err = c->initErr;
+	else if ((err = __atomic_load_n(&c->initErr, __ATOMIC_ACQUIRE)))
+		;
 	else
 		err = __atomic_load_n(&c->asyncErr, __ATOMIC_ACQUIRE);
-	if (!err)
-		c->inflight++;
-	pthread_mutex_unlock(&c->tlock);
+	if (err)
+		__atomic_sub_fetch(&c->inflight, 1, __ATOMIC_RELEASE);
 	return err;
 }
 
 static void nc_leave(struct nc_comm *c)
 {
-	pthread_mutex_lock(&c->tlock);
-	if (--c->inflight == 0 && c->aborted)
-		pthread_cond_broadcast(&c->tcond);
-	pthread_mutex_unlock(&c->tlock);
+	__atomic_sub_fetch(&c->inflight, 1, __ATOMIC_RELEASE);
 }
 
 void nc_get(struct nc_comm *c)
@@ -1010,10 +1011,8 @@ static int nc_init_run(struct nc_comm *c)
 			 mlap2p_strerror(ret), t && *t ? ": " : "", t);
 		nc_keep_text(c, buf);
 	}
-	pthread_mutex_lock(&c->tlock);
-	c->initErr = ret;
+	__atomic_store_n(&c->initErr, ret, __ATOMIC_RELEASE);
 	__atomic_store_n(&c->comm, m, __ATOMIC_RELEASE);
-	pthread_mutex_unlock(&c->tlock);
 	__atomic_store_n(&c->initDone, 1, __ATOMIC_RELEASE);
 	nc_turn_done(c, 0);
 	return ret;
@@ -1159,9 +1158,7 @@ static int nc_init_many(struct nc_comm **cs, int n)
 	}
 	/* Ranks no thread could take fail (their peers time out). */
 	for (i = started; i < n; i++) {
-		pthread_mutex_lock(&cs[i]->tlock);
-		cs[i]->initErr = -EAGAIN;
-		pthread_mutex_unlock(&cs[i]->tlock);
+		__atomic_store_n(&cs[i]->initErr, -EAGAIN, __ATOMIC_RELEASE);
 		__atomic_store_n(&cs[i]->initDone, 1, __ATOMIC_RELEASE);
 		nc_turn_done(cs[i], 0);
 		a[i].ret = -EAGAIN;
@@ -1237,10 +1234,9 @@ NC_EXPORT ncclResult_t pncclCommFinalize(ncclComm_t comm)
 		return nc_fail(NULL, -EINVAL, "ncclCommFinalize: invalid communicator");
 	t = nc_ticket(c);
 	nc_turn_wait(c, t);
-	pthread_mutex_lock(&c->tlock);
-	err = c->initErr ? c->initErr :
-		__atomic_load_n(&c->asyncErr, __ATOMIC_ACQUIRE);
-	pthread_mutex_unlock(&c->tlock);
+	err = __atomic_load_n(&c->initErr, __ATOMIC_ACQUIRE);
+	if (!err)
+		err = __atomic_load_n(&c->asyncErr, __ATOMIC_ACQUIRE);
 	nc_turn_done(c, t);
 	return err ? mlap2p_nccl_result(err) : ncclSuccess;
 }
@@ -1255,11 +1251,9 @@ static struct mlap2p_comm *nc_detach(struct nc_comm *c)
 	nc_join_init(c);
 	t = nc_ticket(c);
 	nc_turn_wait(c, t);
-	pthread_mutex_lock(&c->tlock);
-	m = c->comm;
+	m = __atomic_load_n(&c->comm, __ATOMIC_ACQUIRE);
 	__atomic_store_n(&c->comm, NULL, __ATOMIC_RELEASE);
-	c->aborted = 1;
-	pthread_mutex_unlock(&c->tlock);
+	__atomic_store_n(&c->aborted, 1, __ATOMIC_SEQ_CST);
 	nc_turn_done(c, t);
 	return m;
 }
@@ -1350,15 +1344,14 @@ NC_EXPORT ncclResult_t pncclCommAbort(ncclComm_t comm)
 	if (!c)
 		return nc_fail(NULL, -EINVAL, "ncclCommAbort: invalid communicator");
 	nc_join_init(c);
-	pthread_mutex_lock(&c->tlock);
-	c->aborted = 1;
-	m = c->comm;
-	if (m && c->inflight)
+	__atomic_store_n(&c->aborted, 1, __ATOMIC_SEQ_CST);
+	m = __atomic_load_n(&c->comm, __ATOMIC_ACQUIRE);
+	if (m && __atomic_load_n(&c->inflight, __ATOMIC_SEQ_CST))
 		mlap2p_comm_interrupt(m);
-	while (c->inflight)
-		pthread_cond_wait(&c->tcond, &c->tlock);
+	/* The interrupted call returns within a wait's poll. */
+	while (__atomic_load_n(&c->inflight, __ATOMIC_ACQUIRE))
+		usleep(100);
 	__atomic_store_n(&c->comm, NULL, __ATOMIC_RELEASE);
-	pthread_mutex_unlock(&c->tlock);
 	if (m)
 		mlap2p_comm_abort(m);
 	if (c->clique) {
@@ -1391,14 +1384,12 @@ NC_EXPORT ncclResult_t pncclCommGetAsyncError(ncclComm_t comm,
 		*asyncError = ncclInProgress;
 		return ncclSuccess;
 	}
-	pthread_mutex_lock(&c->tlock);
-	err = c->initErr;
+	err = __atomic_load_n(&c->initErr, __ATOMIC_ACQUIRE);
 	if (!err)
 		err = __atomic_load_n(&c->asyncErr, __ATOMIC_ACQUIRE);
-	m = c->comm;
+	m = __atomic_load_n(&c->comm, __ATOMIC_ACQUIRE);
 	if (!err && m)
 		mlap2p_comm_get_async_error(m, &err);
-	pthread_mutex_unlock(&c->tlock);
 	*asyncError = mlap2p_nccl_result(err);
 	return ncclSuccess;
 }
