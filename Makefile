@@ -42,6 +42,7 @@ tools: lib
 
 selftests: ksft lib
 	$(MAKE) -C selftests/mlap2p
+	$(MAKE) -C selftests/nccl
 
 deps:
 	@$(TOP)/tools/deps
@@ -61,17 +62,20 @@ check: deps
 # The host part: every test plain, then under ASan/UBSan, and the threaded
 # ones under TSan (the library rebuilt with the same sanitizer).  Tests that need the module
 # skip here and run in the VM.
-TSAN_TESTS := lib_modes_test lib_bootstrap_test lib_ring_test lib_teardown_test dp_proto_test net_test
+TSAN_TESTS := lib_modes_test lib_bootstrap_test lib_ring_test lib_teardown_test dp_proto_test net_test \
+	nccl_stream_test nccl_p2p_test nccl_api_test nccl_examples_test
 
 check-host: selftests
 	$(TOP)/scripts/check-layers $(B)/lib/.obj
 	$(TOP)/selftests/mlap2p/run_tests.sh --host $(B)/selftests
 	$(MAKE) -C lib SAN=asan
 	$(MAKE) -C selftests/mlap2p SAN=asan
+	$(MAKE) -C selftests/nccl SAN=asan
 	ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
 		$(TOP)/selftests/mlap2p/run_tests.sh --host $(B)/selftests-asan
 	$(MAKE) -C lib SAN=tsan
 	$(MAKE) -C selftests/mlap2p SAN=tsan
+	$(MAKE) -C selftests/nccl SAN=tsan
 	TSAN_OPTIONS=halt_on_error=1 MLAP2P_TEST_QUICK=1 MLAP2P_TEST_TIMEOUT=900 \
 	MLAP2P_TEST_FILTER='$(TSAN_TESTS)' \
 		$(TOP)/selftests/mlap2p/run_tests.sh --host $(B)/selftests-tsan

@@ -3,7 +3,8 @@
  * mlap2p-perf: latency and bandwidth of the mlap2p data plane, in the style
  * of nccl-tests.
  *
- *   mlap2p-perf [-t pingpong|sendrecv|all] [-n RANKS] [--threads]
+ *   mlap2p-perf [-t pingpong|sendrecv|all|latency|COLLECTIVE] [-n RANKS]
+ *               [--threads] [-d TYPE] [-o OP] [-r ROOT]
  *               [-b MIN] [-e MAX] [-f FACTOR] [-p auto|LL|LL128|SIMPLE]
  *               [-R] [--cpus 0,1] [--cores 0,1] [-c] [-w WARMUP] [-i ITERS]
  *               [--json FILE] [--netns NS0,NS1 [--hostnames H0,H1]]
@@ -13,7 +14,9 @@
  * one-way latency, half the round trip.  sendrecv makes every rank send to
  * its ring successor and receive from its predecessor at once (a group);
  * the figure is the time per exchange.  algbw = bytes / time; for both
- * tests busbw = algbw (as nccl-tests' sendrecv).
+ * tests busbw = algbw (as nccl-tests' sendrecv).  The collectives
+ * (allreduce, allgather, reducescatter, broadcast, reduce, alltoall) are
+ * in tools/perf/coll.c, with nccl-tests' columns and bandwidths.
  *
  * Emulated hosts (the NET transport, docs/net.md): --netns puts rank i in
  * network namespace LIST[i % len] (`ip netns` names) and --hostnames gives
@@ -44,75 +47,19 @@
 #include <linux/mlap2p.h>
 #include <mlap2p/dataplane.h>
 #include <mlap2p/mlap2p.h>
+#include <mlap2p/stream.h>
+#include <nccl/nccl.h>
 
-#define MAX_RANKS	64
-#define MAX_SIZES	64
-
-enum { TEST_PINGPONG = 1, TEST_SENDRECV = 2, TEST_LATENCY = 4 };
+#include "perf/perf.h"
 
 /* -t latency: bursts of each kind, alternating; round trips per burst. */
 #define LAT_BURSTS	51
 #define LAT_PER_BURST	2000
 
-struct opts {
-	int tests;
-	int nranks;
-	int threads;
-	size_t minBytes, maxBytes;
-	double factor;
-	int proto;
-	int registered;
-	int check;
-	int warmup, iters;
-	int ncpus, cpus[MAX_RANKS];
-	int ncores, cores[MAX_RANKS];
-	int channels;
-	const char *json;
-	int nnetns, nhosts;		/* emulated hosts (--netns, --hostnames) */
-	char *netns[MAX_RANKS], *hosts[MAX_RANKS];
-};
+struct opts o;
+struct shared *sh;
 
-/* One result row, written by rank 0. */
-struct row {
-	int test;
-	int proto;
-	size_t bytes;
-	int iters;
-	double usec;		/* per message: one-way (pingpong) or exchange */
-	long wrong;
-	double baseUsec;	/* latency: the cache-line ping-pong's one-way */
-	double ratio;		/* latency: median of the bursts' usec / base */
-};
-
-/* One line of the cache-line ping-pong of -t latency. */
-struct pline {
-	uint64_t v;
-	char pad[120];
-} __attribute__((aligned(128)));
-
-/* Shared by every rank: a MAP_SHARED page set before fork. */
-struct shared {
-	pthread_barrier_t barrier;
-	struct mlap2p_unique_id id;
-	long wrong[MAX_RANKS];
-	int failed;
-	int nrows;
-	struct row rows[2 * MAX_SIZES + 1];
-	/* device memory accounting, filled by rank 0 */
-	long long devBefore, devAfter;
-	int nconns;
-	int buffSizes[3];
-	int path, read;
-	char runtime[16];
-	struct pline lat[2];	/* -t latency: rank 0 -> peer, peer -> 0 */
-};
-
-static struct opts o;
-static struct shared *sh;
-
-static void die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
-
-static void die(const char *fmt, ...)
+void die(const char *fmt, ...)
 {
 	va_list ap;
 
@@ -124,7 +71,7 @@ static void die(const char *fmt, ...)
 	exit(1);
 }
 
-static double now_us(void)
+double now_us(void)
 {
 	struct timespec ts;
 
@@ -132,7 +79,7 @@ static double now_us(void)
 	return ts.tv_sec * 1e6 + ts.tv_nsec * 1e-3;
 }
 
-static void barrier(void)
+void barrier(void)
 {
 	pthread_barrier_wait(&sh->barrier);
 }
@@ -279,14 +226,14 @@ struct rank_ctx {
 	int ret;
 };
 
-static size_t next_size(size_t b)
+size_t next_size(size_t b)
 {
 	size_t n = (size_t)((double)b * o.factor);
 
 	return n > b ? n : b + 1;
 }
 
-static int iters_for(size_t bytes)
+int iters_for(size_t bytes)
 {
 	long it;
 
@@ -301,7 +248,7 @@ static int iters_for(size_t bytes)
 	return (int)it;
 }
 
-static void *xbuf(struct mlap2p_comm *comm, size_t bytes)
+void *xbuf(struct mlap2p_comm *comm, size_t bytes)
 {
 	void *p = NULL;
 
@@ -319,7 +266,7 @@ static void *xbuf(struct mlap2p_comm *comm, size_t bytes)
 	return p;
 }
 
-static void xfree(struct mlap2p_comm *comm, void *p)
+void xfree(struct mlap2p_comm *comm, void *p)
 {
 	if (o.registered)
 		mlap2p_mem_free(comm, p);
@@ -535,6 +482,8 @@ static int run_sendrecv(struct mlap2p_comm *comm, int rank, int prev,
 
 static int rank_main(int rank)
 {
+	ncclComm_t ncomm = NULL;
+	cudaStream_t nstream = NULL;
 	struct mlap2p_comm *comm;
 	struct mlap2p_conn_desc desc;
 	unsigned char *sbuf, *rbuf, *scratch;
@@ -552,7 +501,25 @@ static int rank_main(int rank)
 				rank, o.cpus[rank % o.ncpus]);
 	}
 	core = o.ncores ? o.cores[rank % o.ncores] : rank;
-	CHECK(mlap2p_comm_init_rank(&comm, o.nranks, &sh->id, rank, core));
+	if (o.nccl) {
+		/* --nccl: the communicator is an ncclComm_t (same id bytes);
+		 * the setup below uses the libmlap2p comm under it. */
+		ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
+		ncclUniqueId nid;
+
+		memcpy(&nid, &sh->id, sizeof(nid));
+		cfg.mlap2pCore = core;
+		if (ncclCommInitRankConfig(&ncomm, o.nranks, nid, rank, &cfg))
+			die("rank %d: ncclCommInitRankConfig: %s", rank,
+			    ncclGetLastError(NULL));
+		comm = mlap2p_nccl_comm(ncomm);
+		if (o.nccl == 2 && mlap2p_stream_create(&nstream))
+			die("rank %d: mlap2p_stream_create failed", rank);
+		coll_use_nccl(ncomm, nstream);
+	} else {
+		CHECK(mlap2p_comm_init_rank(&comm, o.nranks, &sh->id, rank,
+					    core));
+	}
 	if (rank == 0)
 		snprintf(sh->runtime, sizeof(sh->runtime), "%s",
 			 mlap2p_comm_runtime(comm));
@@ -590,6 +557,10 @@ static int rank_main(int rank)
 	}
 	if (o.proto != MLAP2P_PROTO_AUTO)
 		CHECK(mlap2p_set_proto(comm, o.proto));
+	if (o.tests & TEST_COLL) {
+		ret = coll_run(comm, rank);
+		goto done;
+	}
 	sbuf = xbuf(comm, o.maxBytes);
 	rbuf = xbuf(comm, o.maxBytes);
 	scratch = o.check ? malloc(o.maxBytes ? o.maxBytes : 1) : NULL;
@@ -603,6 +574,17 @@ static int rank_main(int rank)
 	free(scratch);
 	xfree(comm, sbuf);
 	xfree(comm, rbuf);
+done:
+	if (nstream)
+		mlap2p_stream_destroy(nstream);
+	if (ncomm) {
+		if (ret)
+			ncclCommAbort(ncomm);
+		else if (ncclCommDestroy(ncomm))
+			die("rank %d: ncclCommDestroy: %s", rank,
+			    ncclGetLastError(NULL));
+		return ret;
+	}
 	if (ret) {
 		mlap2p_comm_abort(comm);
 		return ret;
@@ -630,6 +612,11 @@ static const char *test_name(int t)
 static void print_rows(void)
 {
 	int i, last = 0;
+
+	if (o.tests & TEST_COLL) {
+		coll_print();
+		return;
+	}
 
 	for (i = 0; i < sh->nrows; i++) {
 		const struct row *r = &sh->rows[i];
@@ -677,7 +664,8 @@ static int write_json(const char *path)
 		"  \"registered\": %s,\n  \"checked\": %s,\n  \"buff_sizes\": [%d, %d, %d],\n"
 		"  \"dev_mem_per_conn\": %lld,\n  \"results\": [\n",
 		o.nranks, o.threads ? "threads" : "processes", sh->runtime,
-		o.registered ? "true" : "false", o.check ? "true" : "false",
+		o.registered ? "true" : "false",
+		o.check || (o.tests & TEST_COLL) ? "true" : "false",
 		sh->buffSizes[0],
 		sh->buffSizes[1], sh->buffSizes[2],
 		sh->devBefore >= 0 && sh->nconns ?
@@ -688,6 +676,10 @@ static int write_json(const char *path)
 
 		char extra[96] = "";
 
+		if (r->test == TEST_COLL) {
+			coll_json(f, r, i + 1 == sh->nrows);
+			continue;
+		}
 		if (r->test == TEST_LATENCY)
 			snprintf(extra, sizeof(extra),
 				 ", \"line_us\": %.4f, \"ratio\": %.4f",
@@ -711,6 +703,14 @@ static void usage(FILE *f)
 "                        latency: the smallest size's one-way latency beside\n"
 "                        a cache-line ping-pong of the same ranks, in\n"
 "                        alternating bursts (-i: round trips per burst)\n"
+"                        or a collective as nccl-tests: allreduce, allgather,\n"
+"                        reducescatter, broadcast, reduce, alltoall (sizes\n"
+"                        are totals; always checked once per size)\n"
+"  -d, --datatype T      collectives: int8 uint8 int32 uint32 int64 uint64\n"
+"                        float16|half float32|float float64|double bfloat16\n"
+"                        fp8_e4m3|f8e4m3 fp8_e5m2|f8e5m2 (default float32)\n"
+"  -o, --op OP           collectives: sum prod max min avg (default sum)\n"
+"  -r, --root R          broadcast and reduce: root rank (default 0)\n"
 "  -n, --nranks N        ranks (default 2)\n"
 "      --threads         ranks are threads of one process (default processes)\n"
 "  -b, --minbytes B      smallest message (default 8; K, M, G suffixes)\n"
@@ -728,6 +728,9 @@ static void usage(FILE *f)
 "      --netns LIST      rank i runs in network namespace LIST[i %% len]\n"
 "      --hostnames LIST  ... and in a UTS namespace named LIST[i %% len]\n"
 "                        (emulated hosts; set NCCL_COMM_ID in rank 0's)\n"
+"      --nccl[=null|stream]  collectives through <nccl.h>: on the NULL\n"
+"                        stream, or posted to a stream and synchronized\n"
+"                        after each call (what the stream costs)\n"
 "  -h, --help\n");
 }
 
@@ -743,6 +746,8 @@ static void parse(int argc, char **argv)
 		{ "warmup", 1, NULL, 'w' }, { "iters", 1, NULL, 'i' },
 		{ "json", 1, NULL, 'J' }, { "help", 0, NULL, 'h' },
 		{ "netns", 1, NULL, 'N' }, { "hostnames", 1, NULL, 'H' },
+		{ "datatype", 1, NULL, 'd' }, { "op", 1, NULL, 'o' },
+		{ "root", 1, NULL, 'r' }, { "nccl", 2, NULL, 'X' },
 		{ NULL, 0, NULL, 0 },
 	};
 	int c;
@@ -755,7 +760,9 @@ static void parse(int argc, char **argv)
 	o.proto = MLAP2P_PROTO_AUTO;
 	o.warmup = 5;
 	o.channels = 1;
-	while ((c = getopt_long(argc, argv, "t:n:b:e:f:p:RC:cw:i:h", lo, NULL)) != -1) {
+	o.dtype = coll_parse_dtype("float32");
+	o.op = coll_parse_op("sum");
+	while ((c = getopt_long(argc, argv, "t:n:b:e:f:p:RC:cw:i:d:o:r:h", lo, NULL)) != -1) {
 		switch (c) {
 		case 't':
 			if (!strcmp(optarg, "pingpong"))
@@ -766,6 +773,8 @@ static void parse(int argc, char **argv)
 				o.tests = TEST_LATENCY;
 			else if (!strcmp(optarg, "all"))
 				o.tests = TEST_PINGPONG | TEST_SENDRECV;
+			else if ((o.coll = coll_parse_test(optarg)) >= 0)
+				o.tests = TEST_COLL;
 			else
 				die("unknown test '%s'", optarg);
 			break;
@@ -796,6 +805,25 @@ static void parse(int argc, char **argv)
 		case 'J': o.json = optarg; break;
 		case 'N': o.nnetns = parse_names(optarg, o.netns, MAX_RANKS); break;
 		case 'H': o.nhosts = parse_names(optarg, o.hosts, MAX_RANKS); break;
+		case 'd':
+			o.dtype = coll_parse_dtype(optarg);
+			if (o.dtype < 0)
+				die("unknown datatype '%s'", optarg);
+			break;
+		case 'o':
+			o.op = coll_parse_op(optarg);
+			if (o.op < 0)
+				die("unknown reduction '%s'", optarg);
+			break;
+		case 'r': o.root = atoi(optarg); break;
+		case 'X':
+			if (!optarg || !strcmp(optarg, "null"))
+				o.nccl = 1;
+			else if (!strcmp(optarg, "stream"))
+				o.nccl = 2;
+			else
+				die("--nccl takes null or stream, not '%s'", optarg);
+			break;
 		case 'h': usage(stdout); exit(0);
 		default: usage(stderr); exit(2);
 		}
@@ -806,6 +834,10 @@ static void parse(int argc, char **argv)
 	}
 	if (o.nranks < 2 || o.nranks > MAX_RANKS)
 		die("--nranks must be 2..%d", MAX_RANKS);
+	if (o.nccl && !(o.tests & TEST_COLL))
+		die("--nccl drives the collective tests (-t allreduce ...)");
+	if (o.root < 0 || o.root >= o.nranks)
+		die("--root must be a rank, 0..%d", o.nranks - 1);
 	if (o.threads && (o.nnetns || o.nhosts))
 		die("--netns and --hostnames need ranks as processes");
 	if (o.minBytes > o.maxBytes || o.factor < 1 || o.channels < 1 ||
@@ -837,6 +869,7 @@ int main(int argc, char **argv)
 	       o.proto == MLAP2P_PROTO_AUTO ? "protocol by size" :
 	       mlap2p_proto_name(o.proto),
 	       o.registered ? ", registered buffers" : "",
+	       o.tests & TEST_COLL ? "one checked call per size and variant" :
 	       o.check ? "checking every byte" : "no check");
 	fflush(stdout);
 	if (o.threads) {
@@ -895,7 +928,7 @@ int main(int argc, char **argv)
 			die("%s: %s", o.json, strerror(-ret));
 	}
 	for (r = 0; r < sh->nrows; r++)
-		if (sh->rows[r].wrong > 0)
+		if (sh->rows[r].wrong > 0 || sh->rows[r].ipWrong > 0)
 			failed = 1;
 	return failed ? 1 : 0;
 }
