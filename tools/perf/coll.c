@@ -42,12 +42,7 @@
 
 #include "perf.h"
 
-#if __has_include(<mlap2p/coll.h>)
 #include <mlap2p/coll.h>
-#define HAVE_COLL 1
-#else
-#define HAVE_COLL 0
-#endif
 
 /* ---- datatypes and reductions (values of NCCL's enums) ---- */
 
@@ -389,7 +384,6 @@ static long check_output(const struct data *d, struct bufs b, int rank,
 	return wrong;
 }
 
-#if HAVE_COLL
 static int call(struct mlap2p_comm *comm, struct bufs b, size_t count)
 {
 	switch (o.coll) {
@@ -409,13 +403,6 @@ static int call(struct mlap2p_comm *comm, struct bufs b, size_t count)
 		return mlap2p_all_to_all(comm, b.s, b.r, count, o.dtype);
 	}
 }
-#else
-static int call(struct mlap2p_comm *comm, struct bufs b, size_t count)
-{
-	(void)comm; (void)b; (void)count;
-	return -ENOSYS;
-}
-#endif
 
 #define CCHECK(what, ret)						\
 	do {								\
@@ -490,8 +477,6 @@ int coll_run(struct mlap2p_comm *comm, int rank)
 	unsigned char *sbuf, *rbuf;
 	int ret = 0;
 
-	if (!HAVE_COLL)
-		die("built without <mlap2p/coll.h>: no collectives");
 	sbuf = xbuf(comm, o.maxBytes);
 	rbuf = xbuf(comm, o.maxBytes);
 	for (b = o.minBytes; b <= o.maxBytes; b = next_size(b)) {
