@@ -108,6 +108,10 @@ struct mlap2p_request {
 	int status;
 	int done;
 	struct mlap2p_request *groupNext;
+	/* A collective's request (lib/coll/): no op; waits call poll(ext),
+	 * which ends it with mlap2p_request_ext_done(). */
+	void (*poll)(void *ext);
+	void *ext;
 };
 
 /* ---- registry for the dump signal ---- */
@@ -916,6 +920,8 @@ static int dp_post(struct dp *dp, struct mlap2p_request *req, int send,
 	req->status = 0;
 	req->done = 0;
 	req->groupNext = NULL;
+	req->poll = NULL;
+	req->ext = NULL;
 	k = dp_link(dp, peer, send, &ret, 0);
 	if (!k)
 		return ret;
@@ -1085,6 +1091,11 @@ static void dp_wait_reqs(struct mlap2p_request **reqs, int n)
 			struct mlap2p_watch x;
 			int w;
 
+			if (reqs[0]->poll) {
+				reqs[0]->poll(reqs[0]->ext);
+				if (reqs[0]->done)
+					break;
+			}
 			if (dp_progress(dp)) {
 				mlap2p_spin_moved(&spin);
 				continue;
@@ -1112,6 +1123,8 @@ static void dp_wait_reqs(struct mlap2p_request **reqs, int n)
 		for (i = 0; i < n; i++) {
 			struct dp *dp = reqs[i] ? reqs[i]->dp : NULL;
 
+			if (dp && !reqs[i]->done && reqs[i]->poll)
+				reqs[i]->poll(reqs[i]->ext);
 			if (!dp || reqs[i]->done || dp->pass == round)
 				continue;
 			moved |= dp_progress(dp);
@@ -1373,6 +1386,37 @@ MLAP2P_EXPORT int mlap2p_irecv(struct mlap2p_comm *comm, void *buf,
 	return dp_ipost(comm, 0, buf, bytes, peer, req);
 }
 
+/* A request that lib/coll/ ends itself (poll progresses it). */
+struct mlap2p_request *mlap2p_request_ext(struct mlap2p_comm *api,
+					  void (*poll)(void *ext), void *ext,
+					  int *err)
+{
+	struct mlap2p_request *req;
+	struct dp *dp;
+
+	*err = dp_enter(api, &dp);
+	if (*err)
+		return NULL;
+	req = calloc(1, sizeof(*req));
+	if (req) {
+		req->dp = dp;
+		req->poll = poll;
+		req->ext = ext;
+	} else {
+		*err = -ENOMEM;
+	}
+	dp_out(dp);
+	return req;
+}
+
+void mlap2p_request_ext_done(struct mlap2p_request *req, int status)
+{
+	req->status = status;
+	req->poll = NULL;
+	req->ext = NULL;
+	__atomic_store_n(&req->done, 1, __ATOMIC_RELEASE);
+}
+
 static int dp_reap(struct mlap2p_request **reqp)
 {
 	int ret = (*reqp)->status;
@@ -1395,7 +1439,9 @@ MLAP2P_EXPORT int mlap2p_request_test(struct mlap2p_request **reqp, int *done)
 
 		if (dp_in(dp))
 			return mlap2p_err(-ECANCELED);
-		if (!dp_progress(dp))
+		if (req->poll)
+			req->poll(req->ext);
+		if (!req->done && !dp_progress(dp))
 			dp_check(dp);
 		dp_out(dp);
 	}

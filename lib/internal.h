@@ -586,6 +586,15 @@ void mlap2p_comm_leave(struct ncclComm *comm);
  */
 int mlap2p_group_depth(void);
 int mlap2p_coll_group_end(void);
+/*
+ * A request that lib/coll/ progresses itself: waits and tests on it call
+ * poll(ext), which ends it with mlap2p_request_ext_done(req, status).
+ */
+struct mlap2p_request;
+struct mlap2p_request *mlap2p_request_ext(struct mlap2p_comm *api,
+					  void (*poll)(void *ext), void *ext,
+					  int *err);
+void mlap2p_request_ext_done(struct mlap2p_request *req, int status);
 
 /* The connection of @channel to @peer (send or recv side), or NULL. */
 struct mlap2p_conn *mlap2p_comm_conn(struct ncclComm *comm, int channel,

@@ -36,6 +36,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <unistd.h>
 
 #include "internal.h"
 #include "mlap2p/dataplane.h"
@@ -62,7 +63,6 @@ enum {
 #define WIN		8	/* requests in flight per direction */
 #define DEF_CHUNK	(512UL << 10)
 #define DEF_ONESHOT_MAX	(16UL << 10)
-#define IDLE_YIELD	64	/* idle passes before sched_yield() */
 #define PAIRS_MAX	64	/* ranks all-to-all and one-shot take */
 
 /* Per communicator (comm->coll). */
@@ -80,10 +80,14 @@ struct coll {
 	size_t scratchBytes;
 	int scratchMem;			/* from mlap2p_mem_alloc */
 	long peerTimeoutMs;
+	uint32_t spinYield;		/* idle passes before sched_yield() */
 	/* Requests left behind by a failed collective: the data plane ends
 	 * them at destroy/abort, we free them (collFree runs after dpFree). */
 	struct mlap2p_request **orphans;
 	int norphans, maxOrphans;
+	/* Non-blocking collectives not finished yet, in call order. */
+	struct nbop *pendHead, *pendTail;
+	int64_t nextCheck;
 };
 
 /* One collective in progress. */
@@ -120,6 +124,13 @@ struct cop {
 	/* pairs (one-shot data, all-to-all) */
 	struct mlap2p_request *preq[2 * PAIRS_MAX];
 	int npreq;
+};
+
+/* A non-blocking collective: its request ends when the op does. */
+struct nbop {
+	struct cop o;
+	struct mlap2p_request *req;
+	struct nbop *next;
 };
 
 enum { PH_CONNECT, PH_PRE, PH_CONNECT_ALL, PH_DATA, PH_FINISH, PH_DONE };
@@ -177,6 +188,9 @@ static void hdr_text(const uint64_t *h, char *buf, size_t len)
 
 /* ---- per-communicator state ---- */
 
+static void ring_orphan_all(struct cop *o);
+static void nb_drain(struct coll *c);
+
 static void coll_free(struct ncclComm *comm)
 {
 	struct coll *c = comm->coll;
@@ -188,6 +202,18 @@ static void coll_free(struct ncclComm *comm)
 	 * collective left. */
 	for (i = 0; i < c->norphans; i++)
 		free(c->orphans[i]);
+	/* Unfinished non-blocking ones: their requests are the caller's
+	 * (as every request after an abort); the ops go. */
+	while (c->pendHead) {
+		struct nbop *nb = c->pendHead;
+
+		c->pendHead = nb->next;
+		ring_orphan_all(&nb->o);
+		for (i = 0; i < c->norphans; i++)
+			free(c->orphans[i]);
+		c->norphans = 0;
+		free(nb);
+	}
 	free(c->orphans);
 	if (c->scratch && !c->scratchMem)
 		free(c->scratch);
@@ -313,6 +339,12 @@ static struct coll *coll_get(struct mlap2p_comm *api, int *err)
 		c->oneshotMax = (size_t)v < c->chunk ? (size_t)v : c->chunk;
 		ret = mlap2p_env_timeout("MLAP2P_PEER_TIMEOUT", 5000,
 					 &c->peerTimeoutMs);
+	}
+	if (!ret) {
+		/* As the data plane: more ranks than cores yield at once. */
+		v = c->n > sysconf(_SC_NPROCESSORS_ONLN) ? 64 : 4096;
+		ret = mlap2p_env_size("MLAP2P_SPIN", 1, 1UL << 30, v, &v);
+		c->spinYield = (uint32_t)v;
 	}
 	if (!ret && c->n > 1) {
 		/* R and P per slot, then T; one-shot inputs use R and P. */
@@ -1056,10 +1088,9 @@ static void local_copies(struct cop *o)
 	}
 }
 
-static int fail(struct cop *o, int err)
+/* Every request @o still holds goes to the orphans. */
+static void ring_orphan_all(struct cop *o)
 {
-	char prev[1024];
-
 	if (o->phase == PH_PRE) {
 		orphan(o->c, &o->ps);
 		orphan(o->c, &o->pr);
@@ -1068,6 +1099,13 @@ static int fail(struct cop *o, int err)
 	for (int i = 0; i < o->npreq; i++)
 		orphan(o->c, &o->preq[i]);
 	o->npreq = 0;
+}
+
+static int fail(struct cop *o, int err)
+{
+	char prev[1024];
+
+	ring_orphan_all(o);
 	if (err != -EPROTO && err != -EINVAL) {
 		snprintf(prev, sizeof(prev), "%s", mlap2p_last_error());
 		WARN("%s: rank %d: collective #%u failed: %s%s%s", o->fn,
@@ -1200,7 +1238,7 @@ static int check_peers(struct cop *o)
 /* Run every op of @ops to its end; ops of one communicator in order. */
 static int run_ops(struct cop **ops, int n)
 {
-	unsigned int idle = 0;
+	uint32_t idle = 0, yield = ops[0]->c->spinYield;
 	int64_t nextCheck = mlap2p_now_ms() + 20;
 	int left = n, i, j, first = 0;
 
@@ -1228,8 +1266,8 @@ static int run_ops(struct cop **ops, int n)
 			idle = 0;
 			continue;
 		}
-		if (++idle >= IDLE_YIELD) {
-			idle = IDLE_YIELD;
+		if (++idle >= yield) {
+			idle = yield;
 			sched_yield();
 		}
 		if ((idle & 15) == 0 && mlap2p_now_ms() >= nextCheck) {
@@ -1282,6 +1320,8 @@ int mlap2p_coll_group_end(void)
 		if (mlap2p_comm_enter(ops[i]->c->comm)) {
 			fail(ops[i], -ECANCELED);
 			ops[i]->c = NULL;
+		} else {
+			nb_drain(ops[i]->c);
 		}
 	/* Skip entered-and-failed ones by marking them done. */
 	{
@@ -1443,14 +1483,83 @@ static int fast_allreduce(struct cop *o, int *ret)
 	return 1;
 }
 
-/* Start (blocking or in a group) the collective described by *proto. */
-static int coll_run(struct mlap2p_comm *api, struct cop *proto)
+/* Progress the pending non-blocking ops of @c, oldest first. */
+static void nb_progress(struct coll *c)
+{
+	struct nbop *h;
+
+	while ((h = c->pendHead)) {
+		int moved = 0, ret = cop_progress(&h->o, &moved);
+
+		if (!ret) {
+			int64_t now;
+
+			if (moved)
+				return;
+			now = mlap2p_now_ms();
+			if (now < c->nextCheck)
+				return;
+			c->nextCheck = now + 20;
+			ret = check_peers(&h->o);
+			if (!ret)
+				return;
+			fail(&h->o, ret);
+		}
+		c->pendHead = h->next;
+		if (!c->pendHead)
+			c->pendTail = NULL;
+		mlap2p_request_ext_done(h->req, h->o.err);
+		free(h);
+	}
+}
+
+static void nb_poll(void *ext)
+{
+	nb_progress(((struct nbop *)ext)->o.c);
+}
+
+/* Finish every pending non-blocking op of @c (before a blocking one). */
+static void nb_drain(struct coll *c)
+{
+	struct nbop *h;
+	struct cop **ops;
+	int n = 0, i;
+
+	for (h = c->pendHead; h; h = h->next)
+		n++;
+	if (!n)
+		return;
+	ops = calloc((size_t)n, sizeof(*ops));
+	if (ops) {
+		for (i = 0, h = c->pendHead; h; h = h->next)
+			ops[i++] = &h->o;
+		run_ops(ops, n);
+		free(ops);
+	} else {
+		for (h = c->pendHead; h; h = h->next)
+			run_ops(&(struct cop *){ &h->o }, 1);
+	}
+	while ((h = c->pendHead)) {
+		c->pendHead = h->next;
+		mlap2p_request_ext_done(h->req, h->o.err);
+		free(h);
+	}
+	c->pendTail = NULL;
+}
+
+/* Start (blocking, in a group, or non-blocking into *req) the
+ * collective described by *proto. */
+static int coll_run(struct mlap2p_comm *api, struct cop *proto,
+		    struct mlap2p_request **req)
 {
 	struct ncclComm *comm = mlap2p_nccl(api);
 	struct cop *o, *ops[1];
 	struct coll *c;
 	int ret;
 
+	if (req && mlap2p_group_depth() > 0)
+		return mlap2p_err(bad_arg(proto->fn,
+					  "not inside mlap2p_group_start/end: use the blocking form"));
 	ret = mlap2p_comm_enter(comm);
 	if (ret)
 		return mlap2p_err(ret);
@@ -1464,6 +1573,31 @@ static int coll_run(struct mlap2p_comm *api, struct cop *proto)
 	hdr_make(proto);
 	c->seq++;
 	proto->phase = PH_CONNECT;
+	if (req) {
+		struct nbop *nb = malloc(sizeof(*nb));
+
+		if (!nb) {
+			mlap2p_comm_leave(comm);
+			return mlap2p_err(-ENOMEM);
+		}
+		nb->o = *proto;
+		nb->next = NULL;
+		nb->req = mlap2p_request_ext(api, nb_poll, nb, &ret);
+		if (!nb->req) {
+			free(nb);
+			mlap2p_comm_leave(comm);
+			return mlap2p_err(ret);
+		}
+		if (c->pendTail)
+			c->pendTail->next = nb;
+		else
+			c->pendHead = nb;
+		c->pendTail = nb;
+		*req = nb->req;
+		nb_progress(c);		/* post what can go now */
+		mlap2p_comm_leave(comm);
+		return 0;
+	}
 	if (mlap2p_group_depth() > 0) {
 		o = malloc(sizeof(*o));
 		mlap2p_comm_leave(comm);
@@ -1481,6 +1615,7 @@ static int coll_run(struct mlap2p_comm *api, struct cop *proto)
 		group_tail = o;
 		return 0;
 	}
+	nb_drain(c);
 	if (fast_allreduce(proto, &ret)) {
 		mlap2p_comm_leave(comm);
 		return mlap2p_err(ret);
@@ -1491,12 +1626,21 @@ static int coll_run(struct mlap2p_comm *api, struct cop *proto)
 	return mlap2p_err(ret);
 }
 
-static void cop_init(struct cop *o, const char *fn, int kind,
+static void cop_init(struct cop *o, const char *fn, int nb, int kind,
 		     const void *sendbuf, void *recvbuf, size_t count,
 		     int dtype, int op, int root)
 {
+	static const char *const names[2][7] = {
+		{ "?", "mlap2p_all_reduce", "mlap2p_broadcast", "mlap2p_reduce",
+		  "mlap2p_all_gather", "mlap2p_reduce_scatter",
+		  "mlap2p_all_to_all" },
+		{ "?", "mlap2p_iall_reduce", "mlap2p_ibroadcast",
+		  "mlap2p_ireduce", "mlap2p_iall_gather",
+		  "mlap2p_ireduce_scatter", "mlap2p_iall_to_all" },
+	};
+
 	memset(o, 0, sizeof(*o));
-	o->fn = fn;
+	o->fn = fn ? fn : names[nb][kind];
 	o->kind = kind;
 	o->in = sendbuf;
 	o->out = recvbuf;
@@ -1506,7 +1650,7 @@ static void cop_init(struct cop *o, const char *fn, int kind,
 	o->root = root;
 }
 
-MLAP2P_EXPORT int mlap2p_all_reduce(struct mlap2p_comm *comm,
+static int do_all_reduce(struct mlap2p_request **req, struct mlap2p_comm *comm,
 				    const void *sendbuf, void *recvbuf,
 				    size_t count, int dtype, int op)
 {
@@ -1514,7 +1658,7 @@ MLAP2P_EXPORT int mlap2p_all_reduce(struct mlap2p_comm *comm,
 	size_t b;
 	int ret;
 
-	cop_init(&o, __func__, K_ALL_REDUCE, sendbuf, recvbuf, count, dtype,
+	cop_init(&o, NULL, req != NULL, K_ALL_REDUCE, sendbuf, recvbuf, count, dtype,
 		 op, 0);
 	ret = check_args(&o, comm, 1, 0);
 	if (ret)
@@ -1524,10 +1668,10 @@ MLAP2P_EXPORT int mlap2p_all_reduce(struct mlap2p_comm *comm,
 	ret = check_bufs(&o, sendbuf, b, 1, recvbuf, b, 1, o.inplace);
 	if (ret)
 		return mlap2p_err(ret);
-	return coll_run(comm, &o);
+	return coll_run(comm, &o, req);
 }
 
-MLAP2P_EXPORT int mlap2p_broadcast(struct mlap2p_comm *comm,
+static int do_broadcast(struct mlap2p_request **req, struct mlap2p_comm *comm,
 				   const void *sendbuf, void *recvbuf,
 				   size_t count, int dtype, int root)
 {
@@ -1535,7 +1679,7 @@ MLAP2P_EXPORT int mlap2p_broadcast(struct mlap2p_comm *comm,
 	size_t b;
 	int ret, isroot;
 
-	cop_init(&o, __func__, K_BROADCAST, sendbuf, recvbuf, count, dtype,
+	cop_init(&o, NULL, req != NULL, K_BROADCAST, sendbuf, recvbuf, count, dtype,
 		 0, root);
 	ret = check_args(&o, comm, 0, 1);
 	if (ret)
@@ -1546,10 +1690,10 @@ MLAP2P_EXPORT int mlap2p_broadcast(struct mlap2p_comm *comm,
 	ret = check_bufs(&o, sendbuf, b, isroot, recvbuf, b, 1, o.inplace);
 	if (ret)
 		return mlap2p_err(ret);
-	return coll_run(comm, &o);
+	return coll_run(comm, &o, req);
 }
 
-MLAP2P_EXPORT int mlap2p_reduce(struct mlap2p_comm *comm, const void *sendbuf,
+static int do_reduce(struct mlap2p_request **req, struct mlap2p_comm *comm, const void *sendbuf,
 				void *recvbuf, size_t count, int dtype, int op,
 				int root)
 {
@@ -1557,7 +1701,7 @@ MLAP2P_EXPORT int mlap2p_reduce(struct mlap2p_comm *comm, const void *sendbuf,
 	size_t b;
 	int ret, isroot;
 
-	cop_init(&o, __func__, K_REDUCE, sendbuf, recvbuf, count, dtype, op,
+	cop_init(&o, NULL, req != NULL, K_REDUCE, sendbuf, recvbuf, count, dtype, op,
 		 root);
 	ret = check_args(&o, comm, 1, 1);
 	if (ret)
@@ -1568,10 +1712,10 @@ MLAP2P_EXPORT int mlap2p_reduce(struct mlap2p_comm *comm, const void *sendbuf,
 	ret = check_bufs(&o, sendbuf, b, 1, recvbuf, b, isroot, o.inplace);
 	if (ret)
 		return mlap2p_err(ret);
-	return coll_run(comm, &o);
+	return coll_run(comm, &o, req);
 }
 
-MLAP2P_EXPORT int mlap2p_all_gather(struct mlap2p_comm *comm,
+static int do_all_gather(struct mlap2p_request **req, struct mlap2p_comm *comm,
 				    const void *sendbuf, void *recvbuf,
 				    size_t sendcount, int dtype)
 {
@@ -1579,7 +1723,7 @@ MLAP2P_EXPORT int mlap2p_all_gather(struct mlap2p_comm *comm,
 	size_t b;
 	int ret, n;
 
-	cop_init(&o, __func__, K_ALL_GATHER, sendbuf, recvbuf, sendcount,
+	cop_init(&o, NULL, req != NULL, K_ALL_GATHER, sendbuf, recvbuf, sendcount,
 		 dtype, 0, 0);
 	ret = check_args(&o, comm, 0, 0);
 	if (ret)
@@ -1592,10 +1736,10 @@ MLAP2P_EXPORT int mlap2p_all_gather(struct mlap2p_comm *comm,
 			 o.inplace);
 	if (ret)
 		return mlap2p_err(ret);
-	return coll_run(comm, &o);
+	return coll_run(comm, &o, req);
 }
 
-MLAP2P_EXPORT int mlap2p_reduce_scatter(struct mlap2p_comm *comm,
+static int do_reduce_scatter(struct mlap2p_request **req, struct mlap2p_comm *comm,
 					const void *sendbuf, void *recvbuf,
 					size_t recvcount, int dtype, int op)
 {
@@ -1603,7 +1747,7 @@ MLAP2P_EXPORT int mlap2p_reduce_scatter(struct mlap2p_comm *comm,
 	size_t b;
 	int ret, n;
 
-	cop_init(&o, __func__, K_REDUCE_SCATTER, sendbuf, recvbuf, recvcount,
+	cop_init(&o, NULL, req != NULL, K_REDUCE_SCATTER, sendbuf, recvbuf, recvcount,
 		 dtype, op, 0);
 	ret = check_args(&o, comm, 1, 0);
 	if (ret)
@@ -1616,10 +1760,10 @@ MLAP2P_EXPORT int mlap2p_reduce_scatter(struct mlap2p_comm *comm,
 			 o.inplace);
 	if (ret)
 		return mlap2p_err(ret);
-	return coll_run(comm, &o);
+	return coll_run(comm, &o, req);
 }
 
-MLAP2P_EXPORT int mlap2p_all_to_all(struct mlap2p_comm *comm,
+static int do_all_to_all(struct mlap2p_request **req, struct mlap2p_comm *comm,
 				    const void *sendbuf, void *recvbuf,
 				    size_t count, int dtype)
 {
@@ -1627,7 +1771,7 @@ MLAP2P_EXPORT int mlap2p_all_to_all(struct mlap2p_comm *comm,
 	size_t b;
 	int ret, n;
 
-	cop_init(&o, __func__, K_ALL_TO_ALL, sendbuf, recvbuf, count, dtype,
+	cop_init(&o, NULL, req != NULL, K_ALL_TO_ALL, sendbuf, recvbuf, count, dtype,
 		 0, 0);
 	ret = check_args(&o, comm, 0, 0);
 	if (ret)
@@ -1638,7 +1782,93 @@ MLAP2P_EXPORT int mlap2p_all_to_all(struct mlap2p_comm *comm,
 	if (ret)
 		return mlap2p_err(ret);
 	if (n > PAIRS_MAX)
-		return mlap2p_err(bad_arg(__func__,
+		return mlap2p_err(bad_arg(o.fn,
 					  "more than 64 ranks: not supported"));
-	return coll_run(comm, &o);
+	return coll_run(comm, &o, req);
+}
+
+/* ---- the API: blocking and non-blocking ---- */
+
+MLAP2P_EXPORT int mlap2p_all_reduce(struct mlap2p_comm *comm, const void *sendbuf, void *recvbuf, size_t count, int dtype, int op)
+{
+	return do_all_reduce(NULL, comm, sendbuf, recvbuf, count, dtype, op);
+}
+
+MLAP2P_EXPORT int mlap2p_iall_reduce(struct mlap2p_comm *comm, const void *sendbuf, void *recvbuf, size_t count, int dtype, int op,
+			struct mlap2p_request **req)
+{
+	if (!req)
+		return mlap2p_err(bad_arg("mlap2p_iall_reduce", "req is NULL"));
+	*req = NULL;
+	return do_all_reduce(req, comm, sendbuf, recvbuf, count, dtype, op);
+}
+
+MLAP2P_EXPORT int mlap2p_broadcast(struct mlap2p_comm *comm, const void *sendbuf, void *recvbuf, size_t count, int dtype, int root)
+{
+	return do_broadcast(NULL, comm, sendbuf, recvbuf, count, dtype, root);
+}
+
+MLAP2P_EXPORT int mlap2p_ibroadcast(struct mlap2p_comm *comm, const void *sendbuf, void *recvbuf, size_t count, int dtype, int root,
+			struct mlap2p_request **req)
+{
+	if (!req)
+		return mlap2p_err(bad_arg("mlap2p_ibroadcast", "req is NULL"));
+	*req = NULL;
+	return do_broadcast(req, comm, sendbuf, recvbuf, count, dtype, root);
+}
+
+MLAP2P_EXPORT int mlap2p_reduce(struct mlap2p_comm *comm, const void *sendbuf, void *recvbuf, size_t count, int dtype, int op, int root)
+{
+	return do_reduce(NULL, comm, sendbuf, recvbuf, count, dtype, op, root);
+}
+
+MLAP2P_EXPORT int mlap2p_ireduce(struct mlap2p_comm *comm, const void *sendbuf, void *recvbuf, size_t count, int dtype, int op, int root,
+			struct mlap2p_request **req)
+{
+	if (!req)
+		return mlap2p_err(bad_arg("mlap2p_ireduce", "req is NULL"));
+	*req = NULL;
+	return do_reduce(req, comm, sendbuf, recvbuf, count, dtype, op, root);
+}
+
+MLAP2P_EXPORT int mlap2p_all_gather(struct mlap2p_comm *comm, const void *sendbuf, void *recvbuf, size_t sendcount, int dtype)
+{
+	return do_all_gather(NULL, comm, sendbuf, recvbuf, sendcount, dtype);
+}
+
+MLAP2P_EXPORT int mlap2p_iall_gather(struct mlap2p_comm *comm, const void *sendbuf, void *recvbuf, size_t sendcount, int dtype,
+			struct mlap2p_request **req)
+{
+	if (!req)
+		return mlap2p_err(bad_arg("mlap2p_iall_gather", "req is NULL"));
+	*req = NULL;
+	return do_all_gather(req, comm, sendbuf, recvbuf, sendcount, dtype);
+}
+
+MLAP2P_EXPORT int mlap2p_reduce_scatter(struct mlap2p_comm *comm, const void *sendbuf, void *recvbuf, size_t recvcount, int dtype, int op)
+{
+	return do_reduce_scatter(NULL, comm, sendbuf, recvbuf, recvcount, dtype, op);
+}
+
+MLAP2P_EXPORT int mlap2p_ireduce_scatter(struct mlap2p_comm *comm, const void *sendbuf, void *recvbuf, size_t recvcount, int dtype, int op,
+			struct mlap2p_request **req)
+{
+	if (!req)
+		return mlap2p_err(bad_arg("mlap2p_ireduce_scatter", "req is NULL"));
+	*req = NULL;
+	return do_reduce_scatter(req, comm, sendbuf, recvbuf, recvcount, dtype, op);
+}
+
+MLAP2P_EXPORT int mlap2p_all_to_all(struct mlap2p_comm *comm, const void *sendbuf, void *recvbuf, size_t count, int dtype)
+{
+	return do_all_to_all(NULL, comm, sendbuf, recvbuf, count, dtype);
+}
+
+MLAP2P_EXPORT int mlap2p_iall_to_all(struct mlap2p_comm *comm, const void *sendbuf, void *recvbuf, size_t count, int dtype,
+			struct mlap2p_request **req)
+{
+	if (!req)
+		return mlap2p_err(bad_arg("mlap2p_iall_to_all", "req is NULL"));
+	*req = NULL;
+	return do_all_to_all(req, comm, sendbuf, recvbuf, count, dtype);
 }

@@ -751,8 +751,12 @@ static int dead_body(struct job *j, int rank, struct mlap2p_comm *comm)
 
 	if (mlap2p_all_reduce(comm, b, b, 1 << 16, MLAP2P_FLOAT32, MLAP2P_SUM))
 		return 60;
-	if (rank == j->n - 1)
-		_exit(0);	/* dies without a word */
+	if (rank == j->n - 1) {
+		/* Dies without a word, once the others are past #0 (a death
+		 * while they still drain its last messages fails them too). */
+		usleep(300 * 1000);
+		_exit(0);
+	}
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	ret = mlap2p_all_reduce(comm, b, b, 1 << 16, MLAP2P_FLOAT32, MLAP2P_SUM);
 	clock_gettime(CLOCK_MONOTONIC, &t1);
@@ -869,6 +873,76 @@ static int group_body(struct job *j, int rank, struct mlap2p_comm *comm)
 TEST_F_TIMEOUT(solo, group_with_send_recv, 60)
 {
 	struct job j = { .n = 2, .threads = 1, .fn = group_body };
+
+	ASSERT_EQ(0, job_run(&j, 50));
+}
+
+/* ---- non-blocking ---------------------------------------------------- */
+
+static int nb_body(struct job *j, int rank, struct mlap2p_comm *comm)
+{
+	static int32_t a[MAXR][70000], b[MAXR][70000], c[MAXR][64];
+	struct mlap2p_request *r[3] = { NULL, NULL, NULL };
+	int n = j->n, i, done = 0, polls = 0, ret;
+
+	for (i = 0; i < 70000; i++) {
+		a[rank][i] = i + rank;
+		b[rank][i] = rank * 100000 + i;
+	}
+	for (i = 0; i < 64; i++)
+		c[rank][i] = rank + i;
+	/* Three outstanding, different sizes and kinds; test one, wait all. */
+	if (mlap2p_iall_reduce(comm, a[rank], a[rank], 70000, MLAP2P_INT32,
+			       MLAP2P_SUM, &r[0]) ||
+	    mlap2p_ibroadcast(comm, b[rank], b[rank], 70000, MLAP2P_INT32,
+			      n - 1, &r[1]) ||
+	    mlap2p_iall_reduce(comm, c[rank], c[rank], 64, MLAP2P_INT32,
+			       MLAP2P_MAX, &r[2]))
+		return 90;
+	while (!done) {
+		ret = mlap2p_request_test(&r[0], &done);
+		if (ret)
+			return 91;
+		polls++;
+	}
+	if (r[0] || mlap2p_request_waitall(3, r) || r[1] || r[2])
+		return 92;
+	for (i = 0; i < 70000; i++)
+		if (a[rank][i] != n * i + n * (n - 1) / 2 ||
+		    b[rank][i] != (n - 1) * 100000 + i)
+			return 93;
+	for (i = 0; i < 64; i++)
+		if (c[rank][i] != n - 1 + i)
+			return 94;
+	/* A blocking one after a pending one: the pending one runs first. */
+	if (mlap2p_iall_reduce(comm, c[rank], c[rank], 64, MLAP2P_INT32,
+			       MLAP2P_SUM, &r[0]) ||
+	    mlap2p_all_reduce(comm, a[rank], a[rank], 2, MLAP2P_INT32,
+			      MLAP2P_SUM) ||
+	    mlap2p_request_wait(&r[0]))
+		return 95;
+	if (c[rank][0] != n * (n - 1) || a[rank][1] != n * (n + n * (n - 1) / 2))
+		return 96;
+	/* Not inside a group. */
+	mlap2p_group_start();
+	ret = mlap2p_iall_reduce(comm, c[rank], c[rank], 1, MLAP2P_INT32,
+				 MLAP2P_SUM, &r[0]);
+	mlap2p_group_end();
+	if (ret != -EINVAL || r[0])
+		return 97;
+	return 0;
+}
+
+TEST_F_TIMEOUT(solo, nonblocking_threads_3, 60)
+{
+	struct job j = { .n = 3, .threads = 1, .fn = nb_body };
+
+	ASSERT_EQ(0, job_run(&j, 50));
+}
+
+TEST_F_TIMEOUT(solo, nonblocking_processes_2, 60)
+{
+	struct job j = { .n = 2, .fn = nb_body };
 
 	ASSERT_EQ(0, job_run(&j, 50));
 }

@@ -80,6 +80,7 @@ extern "C" {
 #endif
 
 struct mlap2p_comm;
+struct mlap2p_request;		/* <mlap2p/dataplane.h> */
 
 #ifndef MLAP2P_COLL_DTYPES
 #define MLAP2P_COLL_DTYPES
@@ -104,6 +105,34 @@ int mlap2p_reduce_scatter(struct mlap2p_comm *comm, const void *sendbuf,
 			  void *recvbuf, size_t recvcount, int dtype, int op);
 int mlap2p_all_to_all(struct mlap2p_comm *comm, const void *sendbuf,
 		      void *recvbuf, size_t count, int dtype);
+
+/*
+ * Non-blocking forms: check the arguments, start the collective and return
+ * a request for mlap2p_request_test/wait/waitall (<mlap2p/dataplane.h>),
+ * whose result is the collective's.  The buffers must stay valid until it
+ * completes.  Collectives of one communicator still run in call order: a
+ * test or wait on any of them progresses the oldest first, and a blocking
+ * collective (or a group's end) first finishes the pending ones.  Not
+ * inside a group (-EINVAL).
+ */
+int mlap2p_iall_reduce(struct mlap2p_comm *comm, const void *sendbuf,
+		       void *recvbuf, size_t count, int dtype, int op,
+		       struct mlap2p_request **req);
+int mlap2p_ibroadcast(struct mlap2p_comm *comm, const void *sendbuf,
+		      void *recvbuf, size_t count, int dtype, int root,
+		      struct mlap2p_request **req);
+int mlap2p_ireduce(struct mlap2p_comm *comm, const void *sendbuf,
+		   void *recvbuf, size_t count, int dtype, int op, int root,
+		   struct mlap2p_request **req);
+int mlap2p_iall_gather(struct mlap2p_comm *comm, const void *sendbuf,
+		       void *recvbuf, size_t sendcount, int dtype,
+		       struct mlap2p_request **req);
+int mlap2p_ireduce_scatter(struct mlap2p_comm *comm, const void *sendbuf,
+			   void *recvbuf, size_t recvcount, int dtype, int op,
+			   struct mlap2p_request **req);
+int mlap2p_iall_to_all(struct mlap2p_comm *comm, const void *sendbuf,
+		       void *recvbuf, size_t count, int dtype,
+		       struct mlap2p_request **req);
 
 #ifdef __cplusplus
 }
