@@ -42,13 +42,8 @@
 
 #include "perf.h"
 
-#if __has_include(<mlap2p/coll.h>)
 #include <mlap2p/coll.h>
 #include <nccl/nccl.h>
-#define HAVE_COLL 1
-#else
-#define HAVE_COLL 0
-#endif
 
 /* ---- datatypes and reductions (values of NCCL's enums) ---- */
 
@@ -390,7 +385,6 @@ static long check_output(const struct data *d, struct bufs b, int rank,
 	return wrong;
 }
 
-#if HAVE_COLL
 static ncclComm_t ncclComm;
 static cudaStream_t ncclStream;
 
@@ -461,18 +455,6 @@ static int call(struct mlap2p_comm *comm, struct bufs b, size_t count)
 		return mlap2p_all_to_all(comm, b.s, b.r, count, o.dtype);
 	}
 }
-#else
-void coll_use_nccl(void *ncomm, void *stream)
-{
-	(void)ncomm; (void)stream;
-}
-
-static int call(struct mlap2p_comm *comm, struct bufs b, size_t count)
-{
-	(void)comm; (void)b; (void)count;
-	return -ENOSYS;
-}
-#endif
 
 #define CCHECK(what, ret)						\
 	do {								\
@@ -547,8 +529,6 @@ int coll_run(struct mlap2p_comm *comm, int rank)
 	unsigned char *sbuf, *rbuf;
 	int ret = 0;
 
-	if (!HAVE_COLL)
-		die("built without <mlap2p/coll.h>: no collectives");
 	sbuf = xbuf(comm, o.maxBytes);
 	rbuf = xbuf(comm, o.maxBytes);
 	for (b = o.minBytes; b <= o.maxBytes; b = next_size(b)) {
