@@ -15,7 +15,7 @@ include Makefile.common
 TOP := $(CURDIR)
 B := $(TOP)/build
 KDIR ?= $(shell $(TOP)/tools/find-kdir)
-V ?= 0
+include Makefile.quiet
 
 export TOP B KDIR V MLAP2P_VERSION MLAP2P_VERSION_MAJOR \
 	MLAP2P_VERSION_MINOR MLAP2P_VERSION_PATCH
