@@ -14,7 +14,7 @@ include Makefile.common
 
 TOP := $(CURDIR)
 B := $(TOP)/build
-KDIR ?= $(shell $(TOP)/tools/find-kdir)
+KDIR ?= $(shell $(TOP)/scripts/find-kdir)
 include Makefile.quiet
 
 export TOP B KDIR V MLAP2P_VERSION MLAP2P_VERSION_MAJOR \
@@ -32,7 +32,7 @@ module:
 # The kernel's kselftest_harness.h, lib.mk and checkpatch.pl, taken from
 # Debian's linux-source-6.1 at build time (never committed).
 ksft:
-	@$(TOP)/tools/extract-ksft $(B)/ksft
+	@$(TOP)/scripts/extract-ksft $(B)/ksft
 
 lib:
 	$(MAKE) -C lib
@@ -44,7 +44,7 @@ selftests: ksft lib
 	$(MAKE) -C selftests/mlap2p
 
 deps:
-	@$(TOP)/tools/deps
+	@$(TOP)/scripts/deps
 
 checkpatch: ksft
 	$(B)/ksft/scripts/checkpatch.pl --no-tree --strict --terse -f \
@@ -76,28 +76,28 @@ check-host: selftests
 		$(TOP)/selftests/mlap2p/run_tests.sh --host $(B)/selftests-tsan
 
 check-vm: all
-	$(TOP)/tools/vm/check
+	$(TOP)/scripts/vm/check
 
 check-debug: deps
-	$(TOP)/tools/vm/check --debug
+	$(TOP)/scripts/vm/check --debug
 
 # A shell in the VM of check-vm: stock kernel, module loaded, selftests in
 # /root/selftests, tools and lib installed.
 vm-shell: all
-	$(TOP)/tools/vm/check --shell
+	$(TOP)/scripts/vm/check --shell
 
 demo: deps
 	$(MAKE) all
-	$(TOP)/tools/demo
+	$(TOP)/scripts/demo
 
 # mlap2p-perf beside the baselines, ratios from one run (docs/performance.md);
 # bench-deps installs the optional Open MPI and UCX baselines.
 bench: lib tools
 	$(MAKE) -C bench
-	$(TOP)/tools/bench
+	$(TOP)/bench/run
 
 bench-deps:
-	$(TOP)/tools/bench --deps
+	$(TOP)/bench/run --deps
 
 clean:
 	-$(MAKE) -C $(KDIR) M=$(TOP) clean 2>/dev/null
@@ -107,5 +107,5 @@ help:
 	@sed -n '2,12p' Makefile | sed 's/^# \{0,1\}//'
 
 # Installing and packaging: install, uninstall, dkms-install, dkms-remove,
-# check-man, check-install, check-dkms, check-6.12 (see tools/install.mk).
-include tools/install.mk
+# check-man, check-install, check-dkms, check-6.12 (see scripts/install.mk).
+include scripts/install.mk

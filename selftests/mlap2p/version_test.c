@@ -18,7 +18,7 @@
  * the way the dynamic linker does (LD_LIBRARY_PATH, ld.so.cache), then in
  * $MLAP2P_LIBDIR, then in ../lib beside this program (the build tree);
  * mlap2pctl in $MLAP2PCTL, then PATH, then ../tools.  pkg-config's view is
- * checked on the host by tools/install-check, which has the .pc file.
+ * checked on the host by scripts/install-check, which has the .pc file.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE

@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: GPL-2.0
 #
-# tools/install.mk: installing mlap2p, included by the top-level Makefile
+# scripts/install.mk: installing mlap2p, included by the top-level Makefile
 # (which sets TOP, B, KDIR and the version from Makefile.common).
 #
 #   make install        module, library, headers, mlap2p.pc, tools, man
@@ -85,13 +85,13 @@ install: install-module install-lib install-tools install-man install-udev \
 	install-modprobe
 
 # The module for a named KVER, built in a copy of its sources in
-# build/kbuild/KVER/, under the lock tools/vm/check takes for its lanes
+# build/kbuild/KVER/, under the lock scripts/vm/check takes for its lanes
 # there too (several people may share build/).
 module-kver:
 	@test -n "$(KVER_KDIR)" || { echo "mlap2p: no build tree for kernel" \
 		"'$(KVER)' (install linux-headers-$(KVER), or set KDIR)" >&2; exit 1; }
 	@mkdir -p $(B)/kbuild/$(KVER)
-	flock $(B)/kbuild/$(KVER).lock sh -c '$(TOP)/tools/kmod-src \
+	flock $(B)/kbuild/$(KVER).lock sh -c '$(TOP)/scripts/kmod-src \
 		$(B)/kbuild/$(KVER) && $(MAKE) -C $(KVER_KDIR) \
 		M=$(B)/kbuild/$(KVER) modules'
 
@@ -175,20 +175,20 @@ endif
 dkms-install:
 	@test -n "$(KVER)" || { echo "mlap2p: cannot tell the kernel release;" \
 		"set KVER" >&2; exit 1; }
-	$(TOP)/tools/mlap2p-dkms install $(MLAP2P_VERSION) $(KVER)
+	$(TOP)/scripts/mlap2p-dkms install $(MLAP2P_VERSION) $(KVER)
 
 dkms-remove:
-	$(TOP)/tools/mlap2p-dkms remove $(MLAP2P_VERSION)
+	$(TOP)/scripts/mlap2p-dkms remove $(MLAP2P_VERSION)
 
 check-man:
-	$(TOP)/tools/check-man $(MANPAGES)
-	$(TOP)/tools/check-man --env $(TOP)/docs/libmlap2p.3 $(wildcard $(TOP)/lib/*.c)
+	$(TOP)/scripts/check-man $(MANPAGES)
+	$(TOP)/scripts/check-man --env $(TOP)/docs/libmlap2p.3 $(wildcard $(TOP)/lib/*.c)
 
 check-install: deps all
-	$(TOP)/tools/install-check install $(if $(kver_given),$(KVER))
+	$(TOP)/scripts/install-check install $(if $(kver_given),$(KVER))
 
 check-dkms: deps
-	$(TOP)/tools/install-check dkms $(if $(kver_given),$(KVER))
+	$(TOP)/scripts/install-check dkms $(if $(kver_given),$(KVER))
 
 check-6.12: deps
-	$(TOP)/tools/vm/check --kernel-series 6.12 --strict
+	$(TOP)/scripts/vm/check --kernel-series 6.12 --strict

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: GPL-2.0
-# Helpers shared by tools/vm/run and tools/vm/check.  Sourced, not run.
+# Helpers shared by scripts/vm/run and scripts/vm/check.  Sourced, not run.
 #
 # Expects TOP (repository root) to be set; sets B and VMDIR if unset.
 
