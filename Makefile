@@ -1,6 +1,6 @@
 # mlap2p: kernel module, libmlap2p, tools and selftests.
 #
-#   make               module + library + tools + selftests
+#   make               module + library + tools + tests (test/, selftests/)
 #   make deps          install the Debian packages the build and tests need
 #   make check         deps, build, host tests, VM selftests (the CI job)
 #   make demo          deps, build, then show mlap2p at work in the VM
@@ -40,7 +40,9 @@ lib:
 tools: lib
 	$(MAKE) -C tools
 
+# Both suites: the library's (test/) and the kernel ABI's (selftests/).
 selftests: ksft lib
+	$(MAKE) -C test
 	$(MAKE) -C selftests/mlap2p
 
 deps:
@@ -58,22 +60,25 @@ check: deps
 	$(MAKE) check-install
 	$(MAKE) check-dkms
 
-# The host part: every test plain, then under ASan/UBSan, and the threaded
-# ones under TSan (the library rebuilt with the same sanitizer).  Tests that need the module
-# skip here and run in the VM.
+# The host part: every test of both suites plain, then under ASan/UBSan,
+# and the threaded ones (all in test/) under TSan (the library rebuilt with
+# the same sanitizer).  Tests that need the module skip here and run in
+# the VM.  One run_tests.sh over both folders: one plan, one total.
 TSAN_TESTS := lib_modes_test lib_bootstrap_test lib_ring_test lib_teardown_test dp_proto_test net_test
+RUN_TESTS := $(TOP)/selftests/mlap2p/run_tests.sh
 
 check-host: selftests
-	$(TOP)/selftests/mlap2p/run_tests.sh --host $(B)/selftests
+	$(RUN_TESTS) --host $(B)/test $(B)/selftests
 	$(MAKE) -C lib SAN=asan
+	$(MAKE) -C test SAN=asan
 	$(MAKE) -C selftests/mlap2p SAN=asan
 	ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
-		$(TOP)/selftests/mlap2p/run_tests.sh --host $(B)/selftests-asan
+		$(RUN_TESTS) --host $(B)/test-asan $(B)/selftests-asan
 	$(MAKE) -C lib SAN=tsan
-	$(MAKE) -C selftests/mlap2p SAN=tsan
+	$(MAKE) -C test SAN=tsan
 	TSAN_OPTIONS=halt_on_error=1 MLAP2P_TEST_QUICK=1 MLAP2P_TEST_TIMEOUT=900 \
 	MLAP2P_TEST_FILTER='$(TSAN_TESTS)' \
-		$(TOP)/selftests/mlap2p/run_tests.sh --host $(B)/selftests-tsan
+		$(RUN_TESTS) --host $(B)/test-tsan
 
 check-vm: all
 	$(TOP)/scripts/vm/check

@@ -7,7 +7,8 @@
  * exiting frees its region with an event too; a topology change sends its
  * summary; and only CAP_SYS_ADMIN may join the group.
  */
-#include "genl_test.h"
+#include "genl_util.h"
+#include "kselftest_harness.h"
 
 #define EVENT_WAIT_MS	2000
 
@@ -23,9 +24,9 @@ FIXTURE_SETUP(events)
 {
 	self->s.fd = -1;
 	self->ev.fd = -1;
-	self->fd = mlap2p_dev_open();
+	self->fd = kt_dev_open();
 	ASSERT_LE(0, self->fd);
-	ASSERT_EQ(0, mlap2p_get_info(self->fd, &self->info));
+	ASSERT_EQ(0, kt_get_info(self->fd, &self->info));
 	if (!(self->info.features & MLAP2P_FEAT_GENL))
 		SKIP(return, "module built without the genl family");
 	if (geteuid() != 0)
@@ -71,7 +72,7 @@ static void next_event(struct gt_sock *s, struct event *e)
 		e->cmd = -EPROTO;
 		return;
 	}
-	e->pid = gt_u32(tb[MLAP2P_A_PID], MLAP2P_POISON32);
+	e->pid = gt_u32(tb[MLAP2P_A_PID], KT_POISON32);
 	if (e->cmd == MLAP2P_CMD_EVENT_TOPO_CHANGE)
 		gt_topo_parse(tb, &e->topo);
 	else if (gt_region_parse(tb[MLAP2P_A_REGION], &e->r))
@@ -91,19 +92,19 @@ TEST_F(events, region_life_in_order)
 	struct mlap2p_region_info ri;
 	struct mlap2p_mem_alloc a;
 	struct mlap2p_ipc_open o;
-	__u32 mla = mlap2p_local_mla(&self->info) + 3;
+	__u32 mla = kt_local_mla(&self->info) + 3;
 	pid_t me = getpid();
 	struct event e;
 	int fd2;
 
-	fd2 = mlap2p_dev_open();
+	fd2 = kt_dev_open();
 	ASSERT_LE(0, fd2);
-	ASSERT_EQ(0, mlap2p_alloc(self->fd, 3 << 20, mla, &a));
-	ASSERT_EQ(0, mlap2p_region_info(self->fd, a.handle, &ri));
-	ASSERT_EQ(0, mlap2p_export(self->fd, a.handle, 0, ipc));
-	ASSERT_EQ(0, mlap2p_import(fd2, ipc, &o));
-	ASSERT_EQ(0, mlap2p_close_handle(fd2, o.handle));
-	ASSERT_EQ(0, mlap2p_free(self->fd, a.handle));
+	ASSERT_EQ(0, kt_alloc(self->fd, 3 << 20, mla, &a));
+	ASSERT_EQ(0, kt_region_info(self->fd, a.handle, &ri));
+	ASSERT_EQ(0, kt_export(self->fd, a.handle, 0, ipc));
+	ASSERT_EQ(0, kt_import(fd2, ipc, &o));
+	ASSERT_EQ(0, kt_close_handle(fd2, o.handle));
+	ASSERT_EQ(0, kt_free(self->fd, a.handle));
 	close(fd2);
 
 	next_event(&self->ev, &e);
@@ -147,11 +148,11 @@ TEST_F(events, owner_exit_frees_with_an_event)
 	pid = fork();
 	ASSERT_LE(0, pid);
 	if (pid == 0) {
-		int fd = mlap2p_dev_open();
+		int fd = kt_dev_open();
 
 		close(self->fd);
-		if (fd < 0 || mlap2p_alloc(fd, 1 << 20,
-					   mlap2p_local_mla(&self->info), &a))
+		if (fd < 0 || kt_alloc(fd, 1 << 20,
+				       kt_local_mla(&self->info), &a))
 			_exit(1);
 		_exit(0);	/* the file closes with the process */
 	}
@@ -211,4 +212,4 @@ TEST_F(events, joining_needs_cap_sys_admin)
 	EXPECT_EQ(0, WEXITSTATUS(status));
 }
 
-MLAP2P_TEST_MAIN
+KT_TEST_MAIN

@@ -28,7 +28,8 @@
 #include <limits.h>
 #include <link.h>
 
-#include "mlap2p_test.h"
+#include "mlap2p_util.h"
+#include "kselftest_harness.h"
 
 #if __has_include(<mlap2p/version.h>)
 #include <mlap2p/version.h>
@@ -179,11 +180,11 @@ TEST(module_matches_header)
 TEST(abi_matches_header)
 {
 	struct mlap2p_info info;
-	int fd = mlap2p_dev_open();
+	int fd = kt_dev_open();
 
 	if (fd < 0)
 		SKIP(return, "%s: %s", MLAP2P_DEVICE_PATH, strerror(errno));
-	ASSERT_EQ(0, mlap2p_get_info(fd, &info));
+	ASSERT_EQ(0, kt_get_info(fd, &info));
 	close(fd);
 
 	TH_LOG("GET_INFO ABI %u.%u, package %s", info.abi_major,

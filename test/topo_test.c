@@ -14,7 +14,7 @@
  *  - names and parsing.
  *
  * Build: gcc -std=gnu11 -Wall -Wextra -Werror -I<ksft> -Iuapi -Icommon \
- *        selftests/mlap2p/topo_test.c common/mlap2p_topo.c -o topo_test
+ *        test/topo_test.c common/mlap2p_topo.c -o topo_test
  */
 #define _GNU_SOURCE
 #include <stdio.h>

@@ -7,7 +7,8 @@
  * arrives, two that never arrive, a peer that died, disagreeing nranks,
  * and the kmod runtime forced without the module.
  */
-#include "lib_test.h"
+#include "helpers.h"
+#include "kselftest_harness.h"
 
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -24,7 +25,7 @@ struct missing_arg {
 	const char *expect;	/* in every arrived rank's message */
 };
 
-static int missing_rank(struct lt_rank *r)
+static int missing_rank(struct t_rank *r)
 {
 	struct missing_arg *a = r->arg;
 	int64_t t0 = mlap2p_now_ms();
@@ -51,13 +52,13 @@ TEST(missing_rank_threads)
 {
 	struct missing_arg a = { "rank 2 of 3 did not arrive within" };
 	int cores[2] = { 0, 4 };
-	struct lt_rank ranks[2];
+	struct t_rank ranks[2];
 	struct mlap2p_unique_id id;
 	int i;
 
 	bs_env("1s");
 	ASSERT_EQ(0, mlap2p_get_unique_id(&id));
-	/* lt_run_threads() sets nranks to the thread count: do it by hand. */
+	/* t_run_threads() sets nranks to the thread count: do it by hand. */
 	for (i = 0; i < 2; i++) {
 		memset(&ranks[i], 0, sizeof(ranks[i]));
 		ranks[i].rank = i;
@@ -66,7 +67,7 @@ TEST(missing_rank_threads)
 		ranks[i].id = id;
 		ranks[i].fn = missing_rank;
 		ranks[i].arg = &a;
-		pthread_create(&ranks[i].thread, NULL, lt_thread_main, &ranks[i]);
+		pthread_create(&ranks[i].thread, NULL, t_thread_main, &ranks[i]);
 	}
 	for (i = 0; i < 2; i++) {
 		pthread_join(ranks[i].thread, NULL);
@@ -85,25 +86,25 @@ static int missing_child(int idx, struct mlap2p_unique_id *id, void *arg)
 	/* Ranks 0 and 3 of 4 come; 1 and 2 never do. */
 	ret = mlap2p_comm_init_rank(&comm, 4, id, idx ? 3 : 0, idx ? 12 : 0);
 	if (ret != -ETIMEDOUT)
-		return mlap2p_child_fail(1, "init gave %d", ret);
+		return t_child_fail(1, "init gave %d", ret);
 	if (mlap2p_now_ms() - t0 > 4000)
-		return mlap2p_child_fail(2, "took %lld ms",
+		return t_child_fail(2, "took %lld ms",
 					 (long long)(mlap2p_now_ms() - t0));
 	if (!strstr(mlap2p_last_error(), "ranks 1, 2 of 4 did not arrive"))
-		return mlap2p_child_fail(3, "message: %s", mlap2p_last_error());
+		return t_child_fail(3, "message: %s", mlap2p_last_error());
 	return 0;
 }
 
 TEST(missing_ranks_processes)
 {
 	struct mlap2p_unique_id id;
-	struct lt_procs p;
+	struct t_procs p;
 
 	bs_env("1s");
-	ASSERT_EQ(0, lt_fork(&p, 2, missing_child, NULL));
+	ASSERT_EQ(0, t_fork(&p, 2, missing_child, NULL));
 	ASSERT_EQ(0, mlap2p_get_unique_id(&id));
-	ASSERT_EQ(0, lt_procs_start(&p, &id));
-	ASSERT_EQ(0, lt_procs_wait(&p));
+	ASSERT_EQ(0, t_procs_start(&p, &id));
+	ASSERT_EQ(0, t_procs_wait(&p));
 }
 
 /* ---- disagreeing nranks ---- */
@@ -119,32 +120,32 @@ static int nranks_child(int idx, struct mlap2p_unique_id *id, void *arg)
 	ret = mlap2p_comm_init_rank(&comm, idx ? 3 : 2, id, idx, idx * 4);
 	if (idx == 1) {
 		if (ret != -EINVAL)
-			return mlap2p_child_fail(1, "init gave %d", ret);
+			return t_child_fail(1, "init gave %d", ret);
 		if (!strstr(mlap2p_last_error(), "rank 1 says there are 3 ranks"))
-			return mlap2p_child_fail(2, "%s", mlap2p_last_error());
+			return t_child_fail(2, "%s", mlap2p_last_error());
 		return 0;
 	}
 	/* Rank 0 waits in vain for a rank 1 of 2 ranks. */
 	if (ret != -ETIMEDOUT ||
 	    !strstr(mlap2p_last_error(), "rank 1 of 2 did not arrive"))
-		return mlap2p_child_fail(3, "%d %s", ret, mlap2p_last_error());
+		return t_child_fail(3, "%d %s", ret, mlap2p_last_error());
 	return 0;
 }
 
 TEST(nranks_mismatch)
 {
 	struct mlap2p_unique_id id;
-	struct lt_procs p;
+	struct t_procs p;
 
 	/*
 	 * Rank 1 must reach the root before rank 0's timeout closes it: 1 s
 	 * was too short for a loaded TCG guest (rank 1 got ECONNREFUSED).
 	 */
 	bs_env("4s");
-	ASSERT_EQ(0, lt_fork(&p, 2, nranks_child, NULL));
+	ASSERT_EQ(0, t_fork(&p, 2, nranks_child, NULL));
 	ASSERT_EQ(0, mlap2p_get_unique_id(&id));
-	ASSERT_EQ(0, lt_procs_start(&p, &id));
-	ASSERT_EQ(0, lt_procs_wait(&p));
+	ASSERT_EQ(0, t_procs_start(&p, &id));
+	ASSERT_EQ(0, t_procs_wait(&p));
 }
 
 /* ---- a peer that dies is named within about a second ---- */
@@ -157,19 +158,19 @@ static int dead_child(int idx, struct mlap2p_unique_id *id, void *arg)
 
 	(void)arg;
 	if (mlap2p_comm_init_rank(&comm, 2, id, idx, idx * 4))
-		return mlap2p_child_fail(1, "init: %s", mlap2p_last_error());
+		return t_child_fail(1, "init: %s", mlap2p_last_error());
 	if (idx == 1)
 		_exit(0);	/* dies without a word */
 	t0 = mlap2p_now_ms();
 	ret = mlap2p_connect_peers(comm, 1, 1, &peer, 1, &peer);
 	if (ret != -ESRCH)
-		return mlap2p_child_fail(2, "connect gave %d: %s", ret,
+		return t_child_fail(2, "connect gave %d: %s", ret,
 					 mlap2p_last_error());
 	if (mlap2p_now_ms() - t0 > 5000)
-		return mlap2p_child_fail(3, "took %lld ms",
+		return t_child_fail(3, "took %lld ms",
 					 (long long)(mlap2p_now_ms() - t0));
 	if (!strstr(mlap2p_last_error(), "rank 1"))
-		return mlap2p_child_fail(4, "%s", mlap2p_last_error());
+		return t_child_fail(4, "%s", mlap2p_last_error());
 	mlap2p_comm_abort(comm);
 	return 0;
 }
@@ -177,17 +178,17 @@ static int dead_child(int idx, struct mlap2p_unique_id *id, void *arg)
 TEST(dead_peer_is_named)
 {
 	struct mlap2p_unique_id id;
-	struct lt_procs p;
+	struct t_procs p;
 	int st;
 
 	bs_env("30s");
-	ASSERT_EQ(0, lt_fork(&p, 2, dead_child, NULL));
+	ASSERT_EQ(0, t_fork(&p, 2, dead_child, NULL));
 	ASSERT_EQ(0, mlap2p_get_unique_id(&id));
-	ASSERT_EQ(0, lt_procs_start(&p, &id));
+	ASSERT_EQ(0, t_procs_start(&p, &id));
 	/* Reap rank 1 only after rank 0 is done: a zombie must count as dead. */
-	st = mlap2p_wait(p.pid[0]);
+	st = t_wait(p.pid[0]);
 	EXPECT_EQ(0, st);
-	EXPECT_EQ(0, mlap2p_wait(p.pid[1]));
+	EXPECT_EQ(0, t_wait(p.pid[1]));
 }
 
 /* ---- NCCL_COMM_ID: a fixed root address, no id passed around ---- */
@@ -217,12 +218,12 @@ static int commid_child(int idx, struct mlap2p_unique_id *unused, void *arg)
 	(void)arg;
 	/* Each process makes its own id from NCCL_COMM_ID. */
 	if (mlap2p_get_unique_id(&id))
-		return mlap2p_child_fail(1, "%s", mlap2p_last_error());
+		return t_child_fail(1, "%s", mlap2p_last_error());
 	if (mlap2p_comm_init_rank(&comm, 2, &id, idx, idx * 4))
-		return mlap2p_child_fail(2, "%s", mlap2p_last_error());
+		return t_child_fail(2, "%s", mlap2p_last_error());
 	ret = mlap2p_connect_peers(comm, 1, 1, &peer, 1, &peer);
 	if (!ret)
-		ret = lt_exchange(comm, 0, peer);
+		ret = t_exchange(comm, 0, peer);
 	if (mlap2p_comm_destroy(comm) && !ret)
 		ret = 3;
 	return ret;
@@ -231,19 +232,19 @@ static int commid_child(int idx, struct mlap2p_unique_id *unused, void *arg)
 TEST(nccl_comm_id)
 {
 	struct mlap2p_unique_id dummy;
-	struct lt_procs p;
+	struct t_procs p;
 	char env[64];
 	int port = free_port();
 
 	ASSERT_LT(0, port);
 	bs_env("20s");
-	lt_small_buffers();
+	t_small_buffers();
 	snprintf(env, sizeof(env), "127.0.0.1:%d", port);
 	setenv("NCCL_COMM_ID", env, 1);
-	ASSERT_EQ(0, lt_fork(&p, 2, commid_child, NULL));
+	ASSERT_EQ(0, t_fork(&p, 2, commid_child, NULL));
 	memset(&dummy, 0, sizeof(dummy));
-	ASSERT_EQ(0, lt_procs_start(&p, &dummy));
-	ASSERT_EQ(0, lt_procs_wait(&p));
+	ASSERT_EQ(0, t_procs_start(&p, &dummy));
+	ASSERT_EQ(0, t_procs_wait(&p));
 }
 
 TEST(nccl_comm_id_invalid)
@@ -257,12 +258,12 @@ TEST(nccl_comm_id_invalid)
 
 /* ---- tagged messages, all-gather, barrier (the internal API) ---- */
 
-static int tags_rank(struct lt_rank *r)
+static int tags_rank(struct t_rank *r)
 {
 	struct mlap2p_bootstrap *bs;
 	int all[3], v, i, ret = 0;
 
-	if (lt_init(r))
+	if (t_init(r))
 		return 1;
 	bs = mlap2p_nccl(r->comm)->bootstrap;
 	if (r->rank == 0) {
@@ -312,20 +313,20 @@ static int tags_rank(struct lt_rank *r)
 TEST(tagged_messages)
 {
 	int cores[3] = { 0, 4, 8 };
-	struct lt_rank ranks[3];
+	struct t_rank ranks[3];
 
 	bs_env("10s");
-	ASSERT_EQ(0, lt_run_threads(3, cores, tags_rank, NULL, ranks));
+	ASSERT_EQ(0, t_run_threads(3, cores, tags_rank, NULL, ranks));
 }
 
 /* ---- peer info all-gathered ---- */
 
-static int info_rank(struct lt_rank *r)
+static int info_rank(struct t_rank *r)
 {
 	struct ncclComm *comm;
 	int i, ret = 0;
 
-	if (lt_init(r))
+	if (t_init(r))
 		return 1;
 	comm = mlap2p_nccl(r->comm);
 	for (i = 0; i < r->nranks && !ret; i++) {
@@ -348,10 +349,10 @@ static int info_rank(struct lt_rank *r)
 TEST(peer_info)
 {
 	int cores[2] = { 0, 4 };
-	struct lt_rank ranks[2];
+	struct t_rank ranks[2];
 
 	bs_env("10s");
-	ASSERT_EQ(0, lt_run_threads(2, cores, info_rank, NULL, ranks));
+	ASSERT_EQ(0, t_run_threads(2, cores, info_rank, NULL, ranks));
 }
 
 /* ---- forcing the kmod runtime without the module ---- */

@@ -1,83 +1,222 @@
-/* SPDX-License-Identifier: GPL-2.0 */
+// SPDX-License-Identifier: GPL-2.0
 /*
- * Helpers for the libmlap2p tests (lib_*_test.c).
- *
- *  - lt_run_threads(): run one function per rank in threads of this
- *    process, each with its own communicator, and collect the results.
- *  - lt_fork_ranks(): fork the child processes *before* any thread exists
- *    (the unique id's root is a thread; TSan forbids threads after a
- *    multi-threaded fork), then hand them the id through a pipe.
- *  - lt_move_pattern(): prove a connection by hand: the sender writes a
- *    known pattern into every protocol buffer of its wired ncclConnInfo and
- *    bumps *tail; the receiver waits for tail, checks the bytes, bumps
- *    *head; the sender waits for head.  Plus sizesFifo and ptrExchange.
- *  - lt_fd_count(), lt_memfd_maps(): what a process holds, for teardown.
- *
- * Every helper returns 0 or a small positive step number, so a forked child
- * can exit with it and a thread can hand it back.
+ * The library tests' helpers (helpers.h says what each does), compiled
+ * once and linked into every program of test/.
  */
-#ifndef MLAP2P_LIB_TEST_H
-#define MLAP2P_LIB_TEST_H
+#include "helpers.h"
+#include "kselftest.h"
 
-#ifndef _GNU_SOURCE
-#define _GNU_SOURCE
-#endif
-#include <dirent.h>
-#include <pthread.h>
-#include <sched.h>
-#include <strings.h>
+int t_dev_open(void)
+{
+	return open(MLAP2P_DEVICE_PATH, O_RDWR | O_CLOEXEC);
+}
 
-#include "mlap2p_test.h"
-#include "internal.h"
+int t_get_info(int fd, struct mlap2p_info *info)
+{
+	T_POISON(*info);
+	return ioctl(fd, MLAP2P_IOC_GET_INFO, info) ? -errno : 0;
+}
 
-#ifdef __SANITIZE_ADDRESS__
-#include <sanitizer/lsan_interface.h>
-#endif
+int t_counter_read(const char *name, uint64_t *val)
+{
+	char path[256], buf[64];
+	unsigned long long v;
+	char *end;
+	ssize_t n;
+	int fd;
 
-#define LT_MAX_RANKS	64
-#define LT_WAIT_MS	20000
+	snprintf(path, sizeof(path), T_SYSFS_DIR "/%s", name);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return n < 0 ? -errno : -ENODATA;
+	buf[n] = '\0';
+	errno = 0;
+	v = strtoull(buf, &end, 0);
+	if (errno || end == buf)
+		return -EINVAL;
+	*val = v;
+	return 0;
+}
 
-/* Small FIFOs: every side still rounds up to 2 MiB. */
-static inline void lt_small_buffers(void)
+int t_counters_read(struct t_counters *c)
+{
+	static const struct {
+		const char *name;
+		size_t off;
+	} tab[] = {
+#define MLAP2P_CTR(f) { #f, offsetof(struct t_counters, f) }
+		MLAP2P_CTR(live_regions), MLAP2P_CTR(live_bytes),
+		MLAP2P_CTR(live_mappings), MLAP2P_CTR(live_handles),
+		MLAP2P_CTR(allocs), MLAP2P_CTR(frees), MLAP2P_CTR(exports),
+		MLAP2P_CTR(opens), MLAP2P_CTR(closes), MLAP2P_CTR(rejected),
+		MLAP2P_CTR(hwm_bytes),
+#undef MLAP2P_CTR
+	};
+	size_t i;
+	int ret;
+
+	for (i = 0; i < sizeof(tab) / sizeof(tab[0]); i++) {
+		ret = t_counter_read(tab[i].name,
+				     (uint64_t *)((char *)c + tab[i].off));
+		if (ret)
+			return ret;
+	}
+	return 0;
+}
+
+bool t_live_equal(const struct t_counters *a, const struct t_counters *b)
+{
+	return a->live_regions == b->live_regions &&
+	       a->live_bytes == b->live_bytes &&
+	       a->live_mappings == b->live_mappings &&
+	       a->live_handles == b->live_handles;
+}
+
+bool t_counters_settle(const struct t_counters *base, struct t_counters *now,
+		       int ms)
+{
+	struct timespec ts = { 0, 10 * 1000 * 1000 };
+
+	for (;;) {
+		if (t_counters_read(now))
+			return false;
+		if (t_live_equal(base, now))
+			return true;
+		if (ms <= 0)
+			return false;
+		nanosleep(&ts, NULL);
+		ms -= 10;
+	}
+}
+
+void t_counters_log(const char *what, const struct t_counters *c)
+{
+	ksft_print_msg("%s: regions %llu bytes %llu mappings %llu handles %llu allocs %llu frees %llu exports %llu opens %llu closes %llu rejected %llu hwm %llu\n",
+		       what, (unsigned long long)c->live_regions,
+		       (unsigned long long)c->live_bytes,
+		       (unsigned long long)c->live_mappings,
+		       (unsigned long long)c->live_handles,
+		       (unsigned long long)c->allocs,
+		       (unsigned long long)c->frees,
+		       (unsigned long long)c->exports,
+		       (unsigned long long)c->opens,
+		       (unsigned long long)c->closes,
+		       (unsigned long long)c->rejected,
+		       (unsigned long long)c->hwm_bytes);
+}
+
+int t_write_full(int fd, const void *buf, size_t len)
+{
+	const char *p = buf;
+
+	while (len) {
+		ssize_t n = write(fd, p, len);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			return n < 0 ? -errno : -EPIPE;
+		p += n;
+		len -= (size_t)n;
+	}
+	return 0;
+}
+
+int t_read_full(int fd, void *buf, size_t len)
+{
+	char *p = buf;
+
+	while (len) {
+		ssize_t n = read(fd, p, len);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			return n < 0 ? -errno : -EPIPE;
+		p += n;
+		len -= (size_t)n;
+	}
+	return 0;
+}
+
+int t_wait(pid_t pid)
+{
+	int status;
+
+	while (waitpid(pid, &status, 0) < 0) {
+		if (errno != EINTR)
+			return -errno;
+	}
+	if (WIFEXITED(status))
+		return WEXITSTATUS(status);
+	if (WIFSIGNALED(status))
+		return 128 + WTERMSIG(status);
+	return -ECHILD;
+}
+
+void t_fill(void *p, size_t len, uint32_t seed)
+{
+	uint32_t *w = p;
+	size_t i;
+
+	for (i = 0; i < len / 4; i++)
+		w[i] = seed ^ (uint32_t)(i * 2654435761u);
+}
+
+long t_check(const void *p, size_t len, uint32_t seed)
+{
+	const volatile uint32_t *w = p;
+	size_t i;
+
+	for (i = 0; i < len / 4; i++) {
+		if (w[i] != (seed ^ (uint32_t)(i * 2654435761u)))
+			return (long)(i * 4);
+	}
+	return -1;
+}
+
+long t_first_nonzero(const void *p, size_t len)
+{
+	const volatile unsigned char *b = p;
+	size_t i;
+
+	for (i = 0; i < len; i++) {
+		if (b[i])
+			return (long)i;
+	}
+	return -1;
+}
+
+void t_small_buffers(void)
 {
 	setenv("NCCL_LL_BUFFSIZE", "64K", 1);
 	setenv("NCCL_LL128_BUFFSIZE", "60K", 1);
 	setenv("NCCL_BUFFSIZE", "256K", 1);
 }
 
-/* What every P2P selection test sets, whatever the runtime. */
-static inline void lt_p2p_only(void)
+void t_p2p_only(void)
 {
 	setenv("MLAP2P_BOOTSTRAP_TIMEOUT", "20s", 1);
 	/* These tests pin P2P and the seed's terminal error; NET, which
 	 * would take every pair P2P cannot, has net_test and net_hosts.sh. */
 	setenv("MLAP2P_NET_DISABLE", "1", 1);
-	lt_small_buffers();
+	t_small_buffers();
 }
 
-/*
- * Host runtime with a trn2 pod of two nodes: every edge class exists.
- * Only for cases that need the pod (POD and NONE edges, cores 64 and up):
- * the module, as the VM lane loads it, has no pod.
- */
-static inline void lt_host_topology(void)
+void t_host_topology(void)
 {
 	setenv("MLAP2P_FAMILY", "trn2", 1);
 	setenv("MLAP2P_POD", "p2p", 1);
 	setenv("MLAP2P_POD_NODES", "2", 1);
 	setenv("MLAP2P_RUNTIME", "host", 1);
-	lt_p2p_only();
+	t_p2p_only();
 }
 
-/*
- * Node 0 of the trn2 defaults (16 MLAs on a 4x4 torus, LNC 2: cores 4m to
- * 4m + 3 on MLA m), the module's defaults, with which the VM lane loads
- * it.  With /dev/mlap2p the ranks use the module, so its CAN_ACCESS_PEER
- * and edge answers decide; without it, the host runtime with that family
- * and no pod.  An MLAP2P_RUNTIME already set wins.  NULL, or why the
- * loaded module cannot serve these cases (the caller skips).
- */
-static inline const char *lt_node_topology(void)
+const char *t_node_topology(void)
 {
 	static const char *const host_vars[] = {
 		"MLAP2P_DEVICES", "MLAP2P_CORES_PER_DEVICE", "MLAP2P_LNC",
@@ -89,7 +228,7 @@ static inline const char *lt_node_topology(void)
 	size_t i;
 	int fd, ret;
 
-	lt_p2p_only();
+	t_p2p_only();
 	setenv("MLAP2P_FAMILY", "trn2", 1);
 	for (i = 0; i < ARRAY_SIZE(host_vars); i++)
 		unsetenv(host_vars[i]);
@@ -101,10 +240,10 @@ static inline const char *lt_node_topology(void)
 	if (strcasecmp(rt, "kmod"))
 		return NULL;
 	/* Let the library say what is wrong with the device itself. */
-	fd = mlap2p_dev_open();
+	fd = t_dev_open();
 	if (fd < 0)
 		return NULL;
-	ret = mlap2p_get_info(fd, &info);
+	ret = t_get_info(fd, &info);
 	close(fd);
 	if (ret || (info.family == MLAP2P_FAMILY_TRN2 &&
 		    info.num_devices == 16 && info.cores_per_device == 8 &&
@@ -117,8 +256,7 @@ static inline const char *lt_node_topology(void)
 	return why;
 }
 
-/* The communicator runs on the runtime MLAP2P_RUNTIME names: 0 or 1. */
-static inline int lt_check_runtime(struct mlap2p_comm *api)
+int t_check_runtime(struct mlap2p_comm *api)
 {
 	const char *want = getenv("MLAP2P_RUNTIME");
 	const char *kind = mlap2p_rt_kind_name(mlap2p_nccl(api)->rt->kind);
@@ -126,18 +264,7 @@ static inline int lt_check_runtime(struct mlap2p_comm *api)
 	return want && !strcasecmp(kind, want) ? 0 : 1;
 }
 
-#define LT_NODE_TOPOLOGY() do {						\
-	const char *why_ = lt_node_topology();				\
-									\
-	if (why_)							\
-		SKIP(return, "%s", why_);				\
-} while (0)
-
-/*
- * Test children leave with _exit(), which skips LeakSanitizer's exit-time
- * check: run it by hand where a test's library work is over.  1 = leaks.
- */
-static inline int lt_leak_check(void)
+int t_leak_check(void)
 {
 #ifdef __SANITIZE_ADDRESS__
 	return __lsan_do_recoverable_leak_check();
@@ -146,25 +273,7 @@ static inline int lt_leak_check(void)
 #endif
 }
 
-/* ---- ranks as threads ---- */
-
-struct lt_rank;
-typedef int (*lt_rank_fn)(struct lt_rank *r);
-
-struct lt_rank {
-	int rank;
-	int nranks;
-	int core;
-	struct mlap2p_unique_id id;
-	struct mlap2p_comm *comm;
-	lt_rank_fn fn;
-	void *arg;		/* shared by all ranks */
-	int result;		/* 0 or the failing step */
-	char msg[512];		/* mlap2p_last_error() of a failure */
-	pthread_t thread;
-};
-
-static inline int lt_init(struct lt_rank *r)
+int t_init(struct t_rank *r)
 {
 	int ret = mlap2p_comm_init_rank(&r->comm, r->nranks, &r->id, r->rank,
 					r->core);
@@ -175,9 +284,9 @@ static inline int lt_init(struct lt_rank *r)
 	return ret;
 }
 
-static inline void *lt_thread_main(void *arg)
+void *t_thread_main(void *arg)
 {
-	struct lt_rank *r = arg;
+	struct t_rank *r = arg;
 
 	r->result = r->fn(r);
 	if (r->result && !r->msg[0])
@@ -185,13 +294,8 @@ static inline void *lt_thread_main(void *arg)
 	return NULL;
 }
 
-/*
- * Run @fn for ranks 0..nranks-1 on @cores in threads, with one fresh id.
- * Returns 0 when every rank returned 0; else logs and returns the first
- * failing rank's result.
- */
-static inline int lt_run_threads(int nranks, const int *cores, lt_rank_fn fn,
-				 void *arg, struct lt_rank *ranks)
+int t_run_threads(int nranks, const int *cores, t_rank_fn fn, void *arg,
+		  struct t_rank *ranks)
 {
 	struct mlap2p_unique_id id;
 	int i, ret = 0;
@@ -208,7 +312,7 @@ static inline int lt_run_threads(int nranks, const int *cores, lt_rank_fn fn,
 		ranks[i].id = id;
 		ranks[i].fn = fn;
 		ranks[i].arg = arg;
-		pthread_create(&ranks[i].thread, NULL, lt_thread_main,
+		pthread_create(&ranks[i].thread, NULL, t_thread_main,
 			       &ranks[i]);
 	}
 	for (i = 0; i < nranks; i++) {
@@ -219,28 +323,14 @@ static inline int lt_run_threads(int nranks, const int *cores, lt_rank_fn fn,
 			ret = ranks[i].result;
 		}
 	}
-	if (!ret && lt_leak_check())
+	if (!ret && t_leak_check())
 		ret = 101;
 	return ret;
 }
 
-/* ---- ranks as processes ---- */
-
-struct lt_procs {
-	int n;
-	pid_t pid[LT_MAX_RANKS];
-	int pipe[LT_MAX_RANKS];	/* write end, to hand out the id */
-};
-
-/*
- * Fork @n children; each reads a unique id from its pipe and returns
- * @child(index, &id, arg) as its exit status.  The parent then calls
- * lt_procs_start() with the id and lt_procs_wait().
- */
-static inline int lt_fork(struct lt_procs *p, int n,
-			  int (*child)(int idx, struct mlap2p_unique_id *id,
-				       void *arg),
-			  void *arg)
+int t_fork(struct t_procs *p, int n,
+	   int (*child)(int idx, struct mlap2p_unique_id *id, void *arg),
+	   void *arg)
 {
 	int i;
 
@@ -262,11 +352,11 @@ static inline int lt_fork(struct lt_procs *p, int n,
 			close(fds[1]);
 			for (k = 0; k < i; k++)
 				close(p->pipe[k]);
-			if (mlap2p_read_full(fds[0], &id, sizeof(id)))
+			if (t_read_full(fds[0], &id, sizeof(id)))
 				_exit(99);
 			close(fds[0]);
 			k = child(i, &id, arg);
-			if (!k && lt_leak_check())
+			if (!k && t_leak_check())
 				k = 102;
 			fflush(NULL);
 			_exit(k);
@@ -277,26 +367,24 @@ static inline int lt_fork(struct lt_procs *p, int n,
 	return 0;
 }
 
-static inline int lt_procs_start(struct lt_procs *p,
-				 const struct mlap2p_unique_id *id)
+int t_procs_start(struct t_procs *p, const struct mlap2p_unique_id *id)
 {
 	int i, ret = 0;
 
 	for (i = 0; i < p->n; i++) {
-		if (mlap2p_write_full(p->pipe[i], id, sizeof(*id)))
+		if (t_write_full(p->pipe[i], id, sizeof(*id)))
 			ret = -EPIPE;
 		close(p->pipe[i]);
 	}
 	return ret;
 }
 
-/* 0 when every child exited 0; else the first non-zero status. */
-static inline int lt_procs_wait(struct lt_procs *p)
+int t_procs_wait(struct t_procs *p)
 {
 	int i, st, ret = 0;
 
 	for (i = 0; i < p->n; i++) {
-		st = mlap2p_wait(p->pid[i]);
+		st = t_wait(p->pid[i]);
 		if (st && !ret) {
 			ksft_print_msg("child %d (pid %d) ended with %d\n", i,
 				       (int)p->pid[i], st);
@@ -307,11 +395,9 @@ static inline int lt_procs_wait(struct lt_procs *p)
 	return ret;
 }
 
-/* ---- moving a pattern by hand ---- */
-
-static inline int lt_wait_ge(volatile uint64_t *p, uint64_t v)
+int t_wait_ge(volatile uint64_t *p, uint64_t v)
 {
-	int64_t deadline = mlap2p_now_ms() + LT_WAIT_MS;
+	int64_t deadline = mlap2p_now_ms() + T_WAIT_MS;
 	unsigned long spins = 0;
 
 	while (__atomic_load_n(p, __ATOMIC_ACQUIRE) < v) {
@@ -324,23 +410,13 @@ static inline int lt_wait_ge(volatile uint64_t *p, uint64_t v)
 	return 0;
 }
 
-static inline uint32_t lt_seed(int proto, int sender, int channel)
+uint32_t t_seed(int proto, int sender, int channel)
 {
 	return 0x9e3779b9u * (uint32_t)(proto + 1) ^
 	       (uint32_t)(sender << 16) ^ (uint32_t)channel;
 }
 
-/* Bytes of each protocol buffer the pattern covers (head and tail ends). */
-#define LT_PATTERN_BYTES	4096
-
-/*
- * Sender side of one connection: for each protocol with a buffer, write
- * the pattern at the start and the end of buffs[p], record the size in
- * sizesFifo, release tail = k, wait for head = k.  Then accept the
- * receiver's ptrExchange token.  0 or a step number.
- */
-static inline int lt_send_pattern(struct mlap2p_comm *comm, int channel,
-				  int peer)
+int t_send_pattern(struct mlap2p_comm *comm, int channel, int peer)
 {
 	struct mlap2p_conn_desc d;
 	struct ncclConnInfo *c;
@@ -355,25 +431,25 @@ static inline int lt_send_pattern(struct mlap2p_comm *comm, int channel,
 		return 2;
 	for (p = 0; p < NCCL_NUM_PROTOCOLS; p++) {
 		size_t n = (size_t)d.buff_sizes[p];
-		uint32_t seed = lt_seed(p, mlap2p_comm_rank(comm), channel);
+		uint32_t seed = t_seed(p, mlap2p_comm_rank(comm), channel);
 
 		if (!n)
 			continue;
 		if (!c->buffs[p])
 			return 3;
-		if (n > LT_PATTERN_BYTES)
-			n = LT_PATTERN_BYTES;
-		mlap2p_fill(c->buffs[p], n, seed);
-		mlap2p_fill(c->buffs[p] + d.buff_sizes[p] - n, n, ~seed);
+		if (n > T_PATTERN_BYTES)
+			n = T_PATTERN_BYTES;
+		t_fill(c->buffs[p], n, seed);
+		t_fill(c->buffs[p] + d.buff_sizes[p] - n, n, ~seed);
 		k++;
 		c->sizesFifo[k % NCCL_STEPS] = (int)(n + (size_t)p);
 		__atomic_store_n(c->tail, k, __ATOMIC_RELEASE);
-		if (lt_wait_ge(c->head, k))
+		if (t_wait_ge(c->head, k))
 			return 4;
 	}
 	/* The receiver offers a token through ptrExchange (our sendMem). */
 	{
-		int64_t deadline = mlap2p_now_ms() + LT_WAIT_MS;
+		int64_t deadline = mlap2p_now_ms() + T_WAIT_MS;
 
 		while (!(tok = __atomic_load_n(c->ptrExchange, __ATOMIC_ACQUIRE))) {
 			if (mlap2p_now_ms() > deadline)
@@ -387,8 +463,7 @@ static inline int lt_send_pattern(struct mlap2p_comm *comm, int channel,
 	return 0;
 }
 
-static inline int lt_recv_pattern(struct mlap2p_comm *comm, int channel,
-				  int peer)
+int t_recv_pattern(struct mlap2p_comm *comm, int channel, int peer)
 {
 	struct mlap2p_conn_desc d;
 	struct ncclConnInfo *c;
@@ -402,23 +477,23 @@ static inline int lt_recv_pattern(struct mlap2p_comm *comm, int channel,
 		return 12;
 	for (p = 0; p < NCCL_NUM_PROTOCOLS; p++) {
 		size_t n = (size_t)d.buff_sizes[p];
-		uint32_t seed = lt_seed(p, peer, channel);
+		uint32_t seed = t_seed(p, peer, channel);
 
 		if (!n)
 			continue;
 		if (!c->buffs[p])
 			return 13;
-		if (n > LT_PATTERN_BYTES)
-			n = LT_PATTERN_BYTES;
+		if (n > T_PATTERN_BYTES)
+			n = T_PATTERN_BYTES;
 		k++;
-		if (lt_wait_ge(c->tail, k))
+		if (t_wait_ge(c->tail, k))
 			return 14;
 		if (c->sizesFifo[k % NCCL_STEPS] != (int)(n + (size_t)p))
 			return 15;
-		if (mlap2p_check(c->buffs[p], n, seed) >= 0)
+		if (t_check(c->buffs[p], n, seed) >= 0)
 			return 16;
-		if (mlap2p_check(c->buffs[p] + d.buff_sizes[p] - n, n,
-				 ~seed) >= 0)
+		if (t_check(c->buffs[p] + d.buff_sizes[p] - n, n,
+			    ~seed) >= 0)
 			return 17;
 		__atomic_store_n(c->head, k, __ATOMIC_RELEASE);
 	}
@@ -426,7 +501,7 @@ static inline int lt_recv_pattern(struct mlap2p_comm *comm, int channel,
 			 __ATOMIC_RELEASE);
 	/* Wait until the sender took it, so teardown finds it consumed. */
 	{
-		int64_t deadline = mlap2p_now_ms() + LT_WAIT_MS;
+		int64_t deadline = mlap2p_now_ms() + T_WAIT_MS;
 
 		while (__atomic_load_n(c->ptrExchange, __ATOMIC_ACQUIRE)) {
 			if (mlap2p_now_ms() > deadline)
@@ -437,29 +512,23 @@ static inline int lt_recv_pattern(struct mlap2p_comm *comm, int channel,
 	return 0;
 }
 
-/*
- * Both directions with @peer on @channel: the lower rank sends first.
- * Connections in both directions must exist.
- */
-static inline int lt_exchange(struct mlap2p_comm *comm, int channel, int peer)
+int t_exchange(struct mlap2p_comm *comm, int channel, int peer)
 {
 	int ret;
 
 	if (mlap2p_comm_rank(comm) < peer) {
-		ret = lt_send_pattern(comm, channel, peer);
+		ret = t_send_pattern(comm, channel, peer);
 		if (!ret)
-			ret = lt_recv_pattern(comm, channel, peer);
+			ret = t_recv_pattern(comm, channel, peer);
 	} else {
-		ret = lt_recv_pattern(comm, channel, peer);
+		ret = t_recv_pattern(comm, channel, peer);
 		if (!ret)
-			ret = lt_send_pattern(comm, channel, peer);
+			ret = t_send_pattern(comm, channel, peer);
 	}
 	return ret;
 }
 
-/* The device-visible mirror holds the wired connector (a real copy). */
-static inline int lt_check_mirror(struct mlap2p_comm *comm, int channel,
-				  int peer, int dir)
+int t_check_mirror(struct mlap2p_comm *comm, int channel, int peer, int dir)
 {
 	struct mlap2p_conn_desc d;
 
@@ -475,9 +544,7 @@ static inline int lt_check_mirror(struct mlap2p_comm *comm, int channel,
 	return 0;
 }
 
-/* ---- what a process holds ---- */
-
-static inline int lt_fd_count(void)
+int t_fd_count(void)
 {
 	struct dirent *e;
 	DIR *d = opendir("/proc/self/fd");
@@ -492,8 +559,7 @@ static inline int lt_fd_count(void)
 	return n - 1;	/* the DIR's own descriptor */
 }
 
-/* Mappings and descriptors of mlap2p memfds in this process. */
-static inline int lt_memfd_count(void)
+int t_memfd_count(void)
 {
 	char line[512], path[64], target[256];
 	struct dirent *e;
@@ -527,4 +593,27 @@ static inline int lt_memfd_count(void)
 	return n;
 }
 
-#endif /* MLAP2P_LIB_TEST_H */
+int t_link_counts(struct mlap2p_comm *comm, const char *key,
+		  unsigned long long *ops, unsigned long long *direct)
+{
+	char out[8192] = "";
+	const char *at;
+	ssize_t got;
+	int fds[2];
+
+	if (pipe(fds))
+		return -1;
+	if (mlap2p_dump_state(comm, fds[1])) {
+		close(fds[0]);
+		close(fds[1]);
+		return -1;
+	}
+	close(fds[1]);
+	got = read(fds[0], out, sizeof(out) - 1);
+	close(fds[0]);
+	at = got <= 0 ? NULL : key ? strstr(out, key) : out;
+	at = at ? strstr(at, " ops ") : NULL;
+	if (!at || sscanf(at, " ops %llu single-copy %llu", ops, direct) != 2)
+		return -1;
+	return 0;
+}

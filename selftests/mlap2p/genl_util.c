@@ -1,67 +1,12 @@
-/* SPDX-License-Identifier: GPL-2.0 */
+// SPDX-License-Identifier: GPL-2.0
 /*
- * A small generic netlink client for the genl selftests, on a raw
- * NETLINK_GENERIC socket rather than libnl: the tests must send exactly
- * the bytes they mean, malformed ones included, and read the kernel's
- * extended ack (its message, the offset of the attribute it blames, the
- * type of a missing one) without a library in between.
- *
- * Every function returns 0 (or a count) or -errno; a request returns the
- * kernel's error unchanged.  After each request gs->ext holds the extack
- * of its answer and gs->intr whether a dump was flagged NLM_F_DUMP_INTR.
+ * The raw generic netlink client of the genl selftests (genl_util.h says
+ * what each function does), compiled once.
  */
-#ifndef MLAP2P_GENL_TEST_H
-#define MLAP2P_GENL_TEST_H
+#include "genl_util.h"
+#include "kselftest.h"
 
-#include "mlap2p_test.h"
-
-#include <poll.h>
-#include <sys/socket.h>
-#include <linux/genetlink.h>
-#include <linux/netlink.h>
-
-#ifndef SOL_NETLINK
-#define SOL_NETLINK	270
-#endif
-
-#define GT_BUF		16384
-#define GT_MAX_ATTR	64
-
-/* A message being built: header, genl header, attributes. */
-struct gt_msg {
-	union {
-		struct nlmsghdr nlh;
-		char buf[GT_BUF];
-	};
-};
-
-/* The extack of the last answer. */
-struct gt_extack {
-	char msg[256];		/* NLMSGERR_ATTR_MSG, "" if none */
-	__u32 offs;		/* NLMSGERR_ATTR_OFFS, 0 if none */
-	int miss_type;		/* NLMSGERR_ATTR_MISS_TYPE, -1 if none */
-};
-
-struct gt_sock {
-	int fd;
-	__u32 seq;
-	__u16 family;		/* id of "mlap2p" */
-	__u32 version;
-	__u32 events_grp;	/* id of its "events" group, 0 if none */
-	int nr_ops;		/* commands the family lists */
-	struct gt_extack ext;
-	bool intr;
-};
-
-/* Called for each data message of an answer; < 0 stops and fails. */
-typedef int (*gt_cb)(const struct nlmsghdr *nlh, void *arg);
-
-/* ------------------------------------------------------------------ */
-/* Building                                                            */
-/* ------------------------------------------------------------------ */
-
-static inline void gt_msg_init(struct gt_msg *m, __u16 type, __u16 flags,
-			       __u8 cmd)
+void gt_msg_init(struct gt_msg *m, __u16 type, __u16 flags, __u8 cmd)
 {
 	struct genlmsghdr *g;
 
@@ -74,8 +19,8 @@ static inline void gt_msg_init(struct gt_msg *m, __u16 type, __u16 flags,
 	g->version = MLAP2P_GENL_VERSION;
 }
 
-static inline struct nlattr *gt_put(struct gt_msg *m, __u16 type,
-				    const void *data, size_t len)
+struct nlattr *gt_put(struct gt_msg *m, __u16 type, const void *data,
+		      size_t len)
 {
 	struct nlattr *a = (struct nlattr *)(m->buf + m->nlh.nlmsg_len);
 	size_t total = NLA_ALIGN(NLA_HDRLEN + len);
@@ -91,47 +36,37 @@ static inline struct nlattr *gt_put(struct gt_msg *m, __u16 type,
 	return a;
 }
 
-static inline void gt_put_u8(struct gt_msg *m, __u16 type, __u8 v)
+void gt_put_u8(struct gt_msg *m, __u16 type, __u8 v)
 {
 	gt_put(m, type, &v, sizeof(v));
 }
 
-static inline void gt_put_u32(struct gt_msg *m, __u16 type, __u32 v)
+void gt_put_u32(struct gt_msg *m, __u16 type, __u32 v)
 {
 	gt_put(m, type, &v, sizeof(v));
 }
 
-static inline void gt_put_u64(struct gt_msg *m, __u16 type, __u64 v)
+void gt_put_u64(struct gt_msg *m, __u16 type, __u64 v)
 {
 	gt_put(m, type, &v, sizeof(v));
 }
 
-static inline struct nlattr *gt_nest_start(struct gt_msg *m, __u16 type)
+struct nlattr *gt_nest_start(struct gt_msg *m, __u16 type)
 {
 	return gt_put(m, type | NLA_F_NESTED, NULL, 0);
 }
 
-static inline void gt_nest_end(struct gt_msg *m, struct nlattr *nest)
+void gt_nest_end(struct gt_msg *m, struct nlattr *nest)
 {
 	nest->nla_len = (__u16)(m->buf + m->nlh.nlmsg_len - (char *)nest);
 }
 
-/* Offset of @a from the start of the message (what extack reports). */
-static inline __u32 gt_offset(const struct gt_msg *m, const struct nlattr *a)
+__u32 gt_offset(const struct gt_msg *m, const struct nlattr *a)
 {
 	return (__u32)((const char *)a - m->buf);
 }
 
-/* ------------------------------------------------------------------ */
-/* Parsing                                                             */
-/* ------------------------------------------------------------------ */
-
-/*
- * Index the attributes in [@data, @data + @len) by type into @tb[0..max]
- * (later ones win).  -EPROTO if they do not tile the space exactly.
- */
-static inline int gt_parse(const void *data, int len,
-			   const struct nlattr **tb, int max)
+int gt_parse(const void *data, int len, const struct nlattr **tb, int max)
 {
 	const struct nlattr *a = data;
 	int type;
@@ -150,18 +85,17 @@ static inline int gt_parse(const void *data, int len,
 	return len > 0 && len < NLA_HDRLEN ? -EPROTO : 0;
 }
 
-static inline const void *gt_data(const struct nlattr *a)
+const void *gt_data(const struct nlattr *a)
 {
 	return (const char *)a + NLA_HDRLEN;
 }
 
-static inline int gt_len(const struct nlattr *a)
+int gt_len(const struct nlattr *a)
 {
 	return a->nla_len - NLA_HDRLEN;
 }
 
-/* The value of a u32/u64 attribute; @dflt when absent or the wrong size. */
-static inline __u32 gt_u32(const struct nlattr *a, __u32 dflt)
+__u32 gt_u32(const struct nlattr *a, __u32 dflt)
 {
 	__u32 v;
 
@@ -171,7 +105,7 @@ static inline __u32 gt_u32(const struct nlattr *a, __u32 dflt)
 	return v;
 }
 
-static inline __u64 gt_u64(const struct nlattr *a, __u64 dflt)
+__u64 gt_u64(const struct nlattr *a, __u64 dflt)
 {
 	__u64 v;
 
@@ -181,15 +115,14 @@ static inline __u64 gt_u64(const struct nlattr *a, __u64 dflt)
 	return v;
 }
 
-static inline int gt_parse_nested(const struct nlattr *nest,
-				  const struct nlattr **tb, int max)
+int gt_parse_nested(const struct nlattr *nest, const struct nlattr **tb,
+		    int max)
 {
 	return gt_parse(gt_data(nest), gt_len(nest), tb, max);
 }
 
-/* The genl attributes of a data message; its command in *@cmd. */
-static inline int gt_genl_attrs(const struct nlmsghdr *nlh,
-				const struct nlattr **tb, int max, __u8 *cmd)
+int gt_genl_attrs(const struct nlmsghdr *nlh, const struct nlattr **tb, int max,
+		  __u8 *cmd)
 {
 	const struct genlmsghdr *g = NLMSG_DATA(nlh);
 
@@ -202,11 +135,7 @@ static inline int gt_genl_attrs(const struct nlmsghdr *nlh,
 			tb, max);
 }
 
-/* ------------------------------------------------------------------ */
-/* Talking                                                             */
-/* ------------------------------------------------------------------ */
-
-static inline void gt_extack(struct gt_sock *s, const void *attrs, int len)
+void gt_extack(struct gt_sock *s, const void *attrs, int len)
 {
 	const struct nlattr *tb[NLMSGERR_ATTR_MAX + 1];
 
@@ -221,8 +150,7 @@ static inline void gt_extack(struct gt_sock *s, const void *attrs, int len)
 		s->ext.miss_type = (int)gt_u32(tb[NLMSGERR_ATTR_MISS_TYPE], 0);
 }
 
-/* The error of an NLMSG_ERROR message, its extack noted in @s. */
-static inline int gt_error(struct gt_sock *s, const struct nlmsghdr *nlh)
+int gt_error(struct gt_sock *s, const struct nlmsghdr *nlh)
 {
 	const struct nlmsgerr *e = NLMSG_DATA(nlh);
 	size_t off = sizeof(*e);
@@ -239,8 +167,7 @@ static inline int gt_error(struct gt_sock *s, const struct nlmsghdr *nlh)
 	return e->error;
 }
 
-/* The status a dump's NLMSG_DONE carries, its extack noted in @s. */
-static inline int gt_done(struct gt_sock *s, const struct nlmsghdr *nlh)
+int gt_done(struct gt_sock *s, const struct nlmsghdr *nlh)
 {
 	int status = 0;
 
@@ -254,7 +181,7 @@ static inline int gt_done(struct gt_sock *s, const struct nlmsghdr *nlh)
 	return status;
 }
 
-static inline int gt_open(struct gt_sock *s)
+int gt_open(struct gt_sock *s)
 {
 	struct sockaddr_nl sa = { .nl_family = AF_NETLINK };
 	int one = 1;
@@ -276,20 +203,14 @@ static inline int gt_open(struct gt_sock *s)
 	return 0;
 }
 
-static inline void gt_close(struct gt_sock *s)
+void gt_close(struct gt_sock *s)
 {
 	if (s->fd >= 0)
 		close(s->fd);
 	s->fd = -1;
 }
 
-/*
- * Send @m and read its answer: data messages go to @cb, the ack or DONE
- * ends it.  Returns the kernel's status (0 or -errno), or the first
- * negative return of @cb once the answer is drained.
- */
-static inline int gt_request(struct gt_sock *s, struct gt_msg *m, gt_cb cb,
-			     void *arg)
+int gt_request(struct gt_sock *s, struct gt_msg *m, gt_cb cb, void *arg)
 {
 	static char buf[65536];
 	int cb_err = 0, ret;
@@ -335,9 +256,7 @@ static inline int gt_request(struct gt_sock *s, struct gt_msg *m, gt_cb cb,
 	}
 }
 
-/* Pick "events" out of CTRL_ATTR_MCAST_GROUPS. */
-static inline void gt_resolve_groups(struct gt_sock *s,
-				     const struct nlattr *groups)
+void gt_resolve_groups(struct gt_sock *s, const struct nlattr *groups)
 {
 	const struct nlattr *a = gt_data(groups);
 	int len = gt_len(groups);
@@ -356,7 +275,7 @@ static inline void gt_resolve_groups(struct gt_sock *s,
 	}
 }
 
-static inline int gt_count_nested(const struct nlattr *nest)
+int gt_count_nested(const struct nlattr *nest)
 {
 	const struct nlattr *a = gt_data(nest);
 	int len = gt_len(nest), n = 0;
@@ -370,7 +289,7 @@ static inline int gt_count_nested(const struct nlattr *nest)
 	return n;
 }
 
-static inline int gt_family_cb(const struct nlmsghdr *nlh, void *arg)
+int gt_family_cb(const struct nlmsghdr *nlh, void *arg)
 {
 	const struct nlattr *tb[CTRL_ATTR_MAX + 1];
 	struct gt_sock *s = arg;
@@ -389,8 +308,7 @@ static inline int gt_family_cb(const struct nlmsghdr *nlh, void *arg)
 	return 0;
 }
 
-/* Look up "mlap2p": its id, version, events group and op count. */
-static inline int gt_resolve(struct gt_sock *s)
+int gt_resolve(struct gt_sock *s)
 {
 	struct gt_msg m;
 
@@ -401,8 +319,7 @@ static inline int gt_resolve(struct gt_sock *s)
 	return gt_request(s, &m, gt_family_cb, s);
 }
 
-/* Open a socket and resolve the family on it. */
-static inline int gt_connect(struct gt_sock *s)
+int gt_connect(struct gt_sock *s)
 {
 	int ret = gt_open(s);
 
@@ -414,15 +331,12 @@ static inline int gt_connect(struct gt_sock *s)
 	return ret;
 }
 
-/* Start a request to the mlap2p family. */
-static inline void gt_cmd(struct gt_sock *s, struct gt_msg *m, __u8 cmd,
-			  __u16 flags)
+void gt_cmd(struct gt_sock *s, struct gt_msg *m, __u8 cmd, __u16 flags)
 {
 	gt_msg_init(m, s->family, flags, cmd);
 }
 
-/* Join the events group on @s; -errno as setsockopt() reports it. */
-static inline int gt_subscribe(struct gt_sock *s)
+int gt_subscribe(struct gt_sock *s)
 {
 	int grp = (int)s->events_grp;
 
@@ -432,13 +346,7 @@ static inline int gt_subscribe(struct gt_sock *s)
 	return 0;
 }
 
-/*
- * The next multicast message on a subscribed socket, copied into @m, within
- * @timeout_ms.  Returns its command (> 0), -ETIMEDOUT or -errno.  Keeps a
- * small backlog so one recv() of several messages loses none.
- */
-static inline int gt_next_event(struct gt_sock *s, struct gt_msg *m,
-				int timeout_ms)
+int gt_next_event(struct gt_sock *s, struct gt_msg *m, int timeout_ms)
 {
 	static char buf[65536];
 	static ssize_t len, pos;
@@ -477,23 +385,7 @@ static inline int gt_next_event(struct gt_sock *s, struct gt_msg *m,
 	}
 }
 
-/* ------------------------------------------------------------------ */
-/* mlap2p replies                                                      */
-/* ------------------------------------------------------------------ */
-
-struct gt_region {
-	__u64 id;
-	__u64 size;
-	__u32 device;
-	__u32 owner_pid;
-	__u32 importers;
-	__u32 mappings;
-	bool exported;
-};
-
-/* Decode a REGION nest; -EPROTO if an attribute is missing or odd. */
-static inline int gt_region_parse(const struct nlattr *nest,
-				  struct gt_region *r)
+int gt_region_parse(const struct nlattr *nest, struct gt_region *r)
 {
 	const struct nlattr *tb[MLAP2P_A_REGION_MAX + 1];
 	int i;
@@ -510,22 +402,15 @@ static inline int gt_region_parse(const struct nlattr *nest,
 		return -EPROTO;
 	r->id = gt_u64(tb[MLAP2P_A_REGION_ID], 0);
 	r->size = gt_u64(tb[MLAP2P_A_REGION_SIZE], 0);
-	r->device = gt_u32(tb[MLAP2P_A_REGION_DEVICE], MLAP2P_POISON32);
-	r->owner_pid = gt_u32(tb[MLAP2P_A_REGION_OWNER_PID], MLAP2P_POISON32);
-	r->importers = gt_u32(tb[MLAP2P_A_REGION_IMPORTERS], MLAP2P_POISON32);
-	r->mappings = gt_u32(tb[MLAP2P_A_REGION_MAPPINGS], MLAP2P_POISON32);
+	r->device = gt_u32(tb[MLAP2P_A_REGION_DEVICE], KT_POISON32);
+	r->owner_pid = gt_u32(tb[MLAP2P_A_REGION_OWNER_PID], KT_POISON32);
+	r->importers = gt_u32(tb[MLAP2P_A_REGION_IMPORTERS], KT_POISON32);
+	r->mappings = gt_u32(tb[MLAP2P_A_REGION_MAPPINGS], KT_POISON32);
 	r->exported = tb[MLAP2P_A_REGION_EXPORTED] != NULL;
 	return 0;
 }
 
-/* A list of regions from GET_REGION (dump or doit). */
-struct gt_regions {
-	struct gt_region r[4096];
-	int nr;
-	int bad;		/* messages that did not parse */
-};
-
-static inline int gt_regions_cb(const struct nlmsghdr *nlh, void *arg)
+int gt_regions_cb(const struct nlmsghdr *nlh, void *arg)
 {
 	const struct nlattr *tb[MLAP2P_A_MAX + 1];
 	struct gt_regions *l = arg;
@@ -541,12 +426,8 @@ static inline int gt_regions_cb(const struct nlmsghdr *nlh, void *arg)
 	return 0;
 }
 
-/*
- * GET_REGION: a dump (@id 0), optionally of one MLA (@device not
- * MLAP2P_NO_MLA), or the doit for @id.
- */
-static inline int gt_get_regions(struct gt_sock *s, __u64 id, __u32 device,
-				 struct gt_regions *l)
+int gt_get_regions(struct gt_sock *s, __u64 id, __u32 device,
+		   struct gt_regions *l)
 {
 	struct gt_msg m;
 	struct nlattr *nest;
@@ -565,8 +446,7 @@ static inline int gt_get_regions(struct gt_sock *s, __u64 id, __u32 device,
 	return gt_request(s, &m, gt_regions_cb, l);
 }
 
-static inline const struct gt_region *gt_regions_find(const struct gt_regions *l,
-						      __u64 id)
+const struct gt_region *gt_regions_find(const struct gt_regions *l, __u64 id)
 {
 	int i;
 
@@ -576,15 +456,7 @@ static inline const struct gt_region *gt_regions_find(const struct gt_regions *l
 	return NULL;
 }
 
-/* The GET_TOPO summary. */
-struct gt_topo {
-	__u32 family, num_devices, cores_per_device, lnc, pod_type;
-	__u32 pod_nodes, node, generation;
-	__u64 capacity;
-	int missing;		/* attributes absent from the reply */
-};
-
-static inline void gt_topo_parse(const struct nlattr **tb, struct gt_topo *t)
+void gt_topo_parse(const struct nlattr **tb, struct gt_topo *t)
 {
 	static const int want[] = {
 		MLAP2P_A_FAMILY, MLAP2P_A_NUM_DEVICES,
@@ -598,19 +470,19 @@ static inline void gt_topo_parse(const struct nlattr **tb, struct gt_topo *t)
 	for (i = 0; i < sizeof(want) / sizeof(want[0]); i++)
 		if (!tb[want[i]])
 			t->missing++;
-	t->family = gt_u32(tb[MLAP2P_A_FAMILY], MLAP2P_POISON32);
-	t->num_devices = gt_u32(tb[MLAP2P_A_NUM_DEVICES], MLAP2P_POISON32);
+	t->family = gt_u32(tb[MLAP2P_A_FAMILY], KT_POISON32);
+	t->num_devices = gt_u32(tb[MLAP2P_A_NUM_DEVICES], KT_POISON32);
 	t->cores_per_device = gt_u32(tb[MLAP2P_A_CORES_PER_DEVICE],
-				     MLAP2P_POISON32);
-	t->lnc = gt_u32(tb[MLAP2P_A_LNC], MLAP2P_POISON32);
-	t->pod_type = gt_u32(tb[MLAP2P_A_POD_TYPE], MLAP2P_POISON32);
-	t->pod_nodes = gt_u32(tb[MLAP2P_A_POD_NODES], MLAP2P_POISON32);
-	t->node = gt_u32(tb[MLAP2P_A_NODE], MLAP2P_POISON32);
-	t->generation = gt_u32(tb[MLAP2P_A_TOPO_GENERATION], MLAP2P_POISON32);
-	t->capacity = gt_u64(tb[MLAP2P_A_CAPACITY], MLAP2P_POISON64);
+				     KT_POISON32);
+	t->lnc = gt_u32(tb[MLAP2P_A_LNC], KT_POISON32);
+	t->pod_type = gt_u32(tb[MLAP2P_A_POD_TYPE], KT_POISON32);
+	t->pod_nodes = gt_u32(tb[MLAP2P_A_POD_NODES], KT_POISON32);
+	t->node = gt_u32(tb[MLAP2P_A_NODE], KT_POISON32);
+	t->generation = gt_u32(tb[MLAP2P_A_TOPO_GENERATION], KT_POISON32);
+	t->capacity = gt_u64(tb[MLAP2P_A_CAPACITY], KT_POISON64);
 }
 
-static inline int gt_topo_cb(const struct nlmsghdr *nlh, void *arg)
+int gt_topo_cb(const struct nlmsghdr *nlh, void *arg)
 {
 	const struct nlattr *tb[MLAP2P_A_MAX + 1];
 	__u8 cmd;
@@ -622,7 +494,7 @@ static inline int gt_topo_cb(const struct nlmsghdr *nlh, void *arg)
 	return 0;
 }
 
-static inline int gt_get_topo(struct gt_sock *s, struct gt_topo *t)
+int gt_get_topo(struct gt_sock *s, struct gt_topo *t)
 {
 	struct gt_msg m;
 
@@ -631,17 +503,13 @@ static inline int gt_get_topo(struct gt_sock *s, struct gt_topo *t)
 	return gt_request(s, &m, gt_topo_cb, t);
 }
 
-/*
- * SET_TOPO with the fields of @t that are not MLAP2P_POISON32 (capacity:
- * not 0).  Build one with gt_topo_none() and set what should change.
- */
-static inline void gt_topo_none(struct gt_topo *t)
+void gt_topo_none(struct gt_topo *t)
 {
 	memset(t, 0xcc, sizeof(*t));
 	t->capacity = 0;
 }
 
-static inline int gt_set_topo(struct gt_sock *s, const struct gt_topo *t)
+int gt_set_topo(struct gt_sock *s, const struct gt_topo *t)
 {
 	const struct {
 		int attr;
@@ -660,45 +528,37 @@ static inline int gt_set_topo(struct gt_sock *s, const struct gt_topo *t)
 
 	gt_cmd(s, &m, MLAP2P_CMD_SET_TOPO, 0);
 	for (i = 0; i < sizeof(f) / sizeof(f[0]); i++)
-		if (f[i].v != MLAP2P_POISON32)
+		if (f[i].v != KT_POISON32)
 			gt_put_u32(&m, (__u16)f[i].attr, f[i].v);
 	if (t->capacity)
 		gt_put_u64(&m, MLAP2P_A_CAPACITY, t->capacity);
 	return gt_request(s, &m, NULL, NULL);
 }
 
-/* Put back every field of @t (a GET_TOPO result) as it was. */
-static inline int gt_restore_topo(struct gt_sock *s, const struct gt_topo *t)
+int gt_restore_topo(struct gt_sock *s, const struct gt_topo *t)
 {
 	struct gt_topo all = *t;
 
 	return gt_set_topo(s, &all);
 }
 
-/* Skip unless the module has the genl family (GET_INFO feature bit). */
-static inline bool gt_module_has_genl(void)
+bool gt_module_has_genl(void)
 {
 	struct mlap2p_info info;
-	int fd = mlap2p_dev_open();
+	int fd = kt_dev_open();
 	bool ok;
 
 	if (fd < 0)
 		return false;
-	ok = !mlap2p_get_info(fd, &info) && (info.features & MLAP2P_FEAT_GENL);
+	ok = !kt_get_info(fd, &info) && (info.features & MLAP2P_FEAT_GENL);
 	close(fd);
 	return ok;
 }
 
-/*
- * Become nobody in a forked child: no groups, uid and gid 65534, and with
- * them every capability.  0 or -errno.
- */
-static inline int gt_become_nobody(void)
+int gt_become_nobody(void)
 {
 	if (setgroups(0, NULL) || setresgid(65534, 65534, 65534) ||
 	    setresuid(65534, 65534, 65534))
 		return -errno;
 	return 0;
 }
-
-#endif /* MLAP2P_GENL_TEST_H */

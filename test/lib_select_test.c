@@ -25,7 +25,8 @@
  * which the module's defaults do not have: every_edge_class, with all six,
  * stays on the host runtime.
  */
-#include "lib_test.h"
+#include "helpers.h"
+#include "kselftest_harness.h"
 
 #define NR	6
 
@@ -77,7 +78,7 @@ static bool sel_allowed(int max, int peer)
 }
 
 /* Rank 0 and @peer connect to each other; check how. */
-static int sel_pair(struct lt_rank *r, int peer, int max)
+static int sel_pair(struct t_rank *r, int peer, int max)
 {
 	char expect[160];
 	struct mlap2p_conn_desc d;
@@ -109,17 +110,17 @@ static int sel_pair(struct lt_rank *r, int peer, int max)
 		return 64;
 	if (sel_edge[peer] == MLAP2P_EDGE_RELAY && d.mem_rank != 2)
 		return 65;
-	return lt_exchange(r->comm, 0, other);
+	return t_exchange(r->comm, 0, other);
 }
 
 /* What rank 0 learns by asking each transport directly. */
-static int sel_ask(struct lt_rank *r, int max)
+static int sel_ask(struct t_rank *r, int max)
 {
 	struct ncclComm *comm = mlap2p_nccl(r->comm);
 	int peer, ok;
 
 	/* The module's answers in the VM, not the host runtime's. */
-	if (lt_check_runtime(r->comm)) {
+	if (t_check_runtime(r->comm)) {
 		snprintf(r->msg, sizeof(r->msg), "runtime %s, not %s",
 			 mlap2p_rt_kind_name(comm->rt->kind),
 			 getenv("MLAP2P_RUNTIME"));
@@ -149,12 +150,12 @@ static int sel_ask(struct lt_rank *r, int max)
 	return 0;
 }
 
-static int sel_rank(struct lt_rank *r)
+static int sel_rank(struct t_rank *r)
 {
 	const int *max = r->arg;
 	int ret = 0, peer;
 
-	if (lt_init(r))
+	if (t_init(r))
 		return 1;
 	if (r->rank == 0) {
 		ret = sel_ask(r, *max);
@@ -171,29 +172,29 @@ static int sel_rank(struct lt_rank *r)
 /* Host runtime: cores 64 and 68 (node 1) exist only with the pod. */
 TEST_F(select, every_edge_class)
 {
-	struct lt_rank ranks[NR];
+	struct t_rank ranks[NR];
 	int max = variant->max;
 
-	lt_host_topology();
-	ASSERT_EQ(0, lt_run_threads(NR, sel_cores, sel_rank, &max, ranks));
+	t_host_topology();
+	ASSERT_EQ(0, t_run_threads(NR, sel_cores, sel_rank, &max, ranks));
 }
 
 /* LOCAL, D2D and RELAY: the module's answers in the VM. */
 TEST_F(select, node_edge_classes)
 {
-	struct lt_rank ranks[4];
+	struct t_rank ranks[4];
 	int max = variant->max;
 
-	LT_NODE_TOPOLOGY();
-	ASSERT_EQ(0, lt_run_threads(4, sel_cores, sel_rank, &max, ranks));
+	T_NODE_TOPOLOGY();
+	ASSERT_EQ(0, t_run_threads(4, sel_cores, sel_rank, &max, ranks));
 }
 
 /* A relay needs a rank on the intermediate MLA; without one, no P2P. */
-static int relay_alone_rank(struct lt_rank *r)
+static int relay_alone_rank(struct t_rank *r)
 {
 	int peer = 1 - r->rank, ret;
 
-	if (lt_init(r))
+	if (t_init(r))
 		return 1;
 	ret = mlap2p_connect_peers(r->comm, 1, 1, &peer, 1, &peer) ==
 	      -EHOSTUNREACH ? 0 : 2;
@@ -207,10 +208,10 @@ static int relay_alone_rank(struct lt_rank *r)
 TEST(relay_without_intermediate_rank)
 {
 	int cores[2] = { 0, 8 };
-	struct lt_rank ranks[2];
+	struct t_rank ranks[2];
 
-	LT_NODE_TOPOLOGY();
-	ASSERT_EQ(0, lt_run_threads(2, cores, relay_alone_rank, NULL, ranks));
+	T_NODE_TOPOLOGY();
+	ASSERT_EQ(0, t_run_threads(2, cores, relay_alone_rank, NULL, ranks));
 }
 
 /*
@@ -275,7 +276,7 @@ static int hostid_warned(int step, const char *want)
 {
 	if (!strcmp(mlap2p_last_error(), want))
 		return 0;
-	return mlap2p_child_fail(step, "want '%s', got '%s'", want,
+	return t_child_fail(step, "want '%s', got '%s'", want,
 				 mlap2p_last_error());
 }
 
@@ -290,23 +291,23 @@ static int hostid_pair(struct mlap2p_comm *api,
 	struct mlap2p_conn_desc d;
 	char expect[160];
 
-	if (lt_check_runtime(api))
-		return mlap2p_child_fail(10, "runtime %s",
+	if (t_check_runtime(api))
+		return t_child_fail(10, "runtime %s",
 					 mlap2p_rt_kind_name(comm->rt->kind));
 	if ((me->hostHash == pi->hostHash) != v->same_host)
-		return mlap2p_child_fail(11, "hostHash %016llx vs %016llx",
+		return t_child_fail(11, "hostHash %016llx vs %016llx",
 					 (unsigned long long)me->hostHash,
 					 (unsigned long long)pi->hostHash);
 	edge = comm->topo->edge[idx * 2 + peer];
 	if (edge != (v->same_host ? MLAP2P_EDGE_D2D : MLAP2P_EDGE_NONE))
-		return mlap2p_child_fail(12, "edge %d", edge);
+		return t_child_fail(12, "edge %d", edge);
 	if (p2pTransport.canConnect(&ok, comm->topo, NULL, me, pi) ||
 	    ok != v->same_host)
-		return mlap2p_child_fail(13, "P2P canConnect %d", ok);
+		return t_child_fail(13, "P2P canConnect %d", ok);
 
 	ret = mlap2p_connect_peers(api, 1, 1, &peer, 1, &peer);
 	if (ret != v->connect_ret)
-		return mlap2p_child_fail(14, "connect: %d (%s)", ret,
+		return t_child_fail(14, "connect: %d (%s)", ret,
 					 mlap2p_last_error());
 	if (ret) {
 		snprintf(expect, sizeof(expect),
@@ -316,8 +317,8 @@ static int hostid_pair(struct mlap2p_comm *api,
 	}
 	if (mlap2p_conn_get(api, 0, peer, MLAP2P_DIR_SEND, &d) ||
 	    d.path != MLAP2P_PATH_IPC)
-		return mlap2p_child_fail(16, "not P2P/IPC");
-	return lt_exchange(api, 0, peer);
+		return t_child_fail(16, "not P2P/IPC");
+	return t_exchange(api, 0, peer);
 }
 
 static int hostid_child(int idx, struct mlap2p_unique_id *id, void *arg)
@@ -333,7 +334,7 @@ static int hostid_child(int idx, struct mlap2p_unique_id *id, void *arg)
 		unsetenv("NCCL_HOSTID");
 	ret = mlap2p_comm_init_rank(&comm, 2, id, idx, v->core[idx]);
 	if (ret != v->init_ret)
-		return mlap2p_child_fail(1, "init: %d (%s)", ret,
+		return t_child_fail(1, "init: %d (%s)", ret,
 					 mlap2p_last_error());
 	if (ret) {
 		snprintf(expect, sizeof(expect),
@@ -350,13 +351,13 @@ static int hostid_child(int idx, struct mlap2p_unique_id *id, void *arg)
 TEST_F(hostid, decides_the_host)
 {
 	struct mlap2p_unique_id id;
-	struct lt_procs p;
+	struct t_procs p;
 
-	LT_NODE_TOPOLOGY();
-	ASSERT_EQ(0, lt_fork(&p, 2, hostid_child, (void *)variant));
+	T_NODE_TOPOLOGY();
+	ASSERT_EQ(0, t_fork(&p, 2, hostid_child, (void *)variant));
 	ASSERT_EQ(0, mlap2p_get_unique_id(&id));
-	ASSERT_EQ(0, lt_procs_start(&p, &id));
-	ASSERT_EQ(0, lt_procs_wait(&p));
+	ASSERT_EQ(0, t_procs_start(&p, &id));
+	ASSERT_EQ(0, t_procs_wait(&p));
 }
 
 /* ---- bad values are refused, naming the variable ---- */

@@ -8,7 +8,7 @@
 # (mlap2p-perf then sets MLAP2P_RUNTIME=host itself).
 #
 # mlap2p-perf is $MLAP2P_PERF, else the one on PATH, else
-# ../tools/mlap2p-perf (build/tools beside build/selftests).  Exits 4
+# ../tools/mlap2p-perf (build/tools beside build/test).  Exits 4
 # (skip) without it.  KTAP output.
 
 set -u

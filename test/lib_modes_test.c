@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
  * The three P2P wire modes, each set up for real and proved by moving a
- * known pattern by hand through the wired pointers (lib_test.h):
+ * known pattern by hand through the wired pointers (t_exchange(), helpers.h):
  *
  *   direct pointer   two ranks as threads of one process
  *   IPC              two ranks in two processes
@@ -16,7 +16,8 @@
  * Cores (trn2, LNC 2, 4 logical cores per MLA): 0 is on MLA 0, 4 on MLA 1
  * (a torus neighbour of 0), 8 on MLA 2 (reached from MLA 0 through MLA 1).
  */
-#include "lib_test.h"
+#include "helpers.h"
+#include "kselftest_harness.h"
 
 #define CORE_A		0	/* MLA 0 */
 #define CORE_B		4	/* MLA 1, D2D from MLA 0 */
@@ -51,7 +52,7 @@ FIXTURE_SETUP(modes)
 	if (!getenv("MLAP2P_RUNTIME") && access(MLAP2P_DEVICE_PATH, F_OK))
 		setenv("MLAP2P_RUNTIME", "host", 1);
 	setenv("MLAP2P_BOOTSTRAP_TIMEOUT", "20s", 1);
-	lt_small_buffers();
+	t_small_buffers();
 	if (variant->buffsize)
 		setenv("NCCL_BUFFSIZE", variant->buffsize, 1);
 	setenv("NCCL_P2P_READ_ENABLE", variant->read ? "1" : "0", 1);
@@ -78,7 +79,7 @@ static int pair_connect(struct mlap2p_comm *comm, int peer, int path,
 				return 33;
 			if (d.read != read)
 				return 34;
-			if (lt_check_mirror(comm, c, peer, dir))
+			if (t_check_mirror(comm, c, peer, dir))
 				return 35;
 		}
 	}
@@ -130,7 +131,7 @@ static int pair_body(struct mlap2p_comm *comm, int peer, int path, int read)
 	if (!ret && path != MLAP2P_PATH_INDIRECT)
 		ret = fifo_sizes(comm, peer, read);
 	for (c = 0; c < 2 && !ret; c++)
-		ret = lt_exchange(comm, c, peer);
+		ret = t_exchange(comm, c, peer);
 	return ret;
 }
 
@@ -141,12 +142,12 @@ struct pair_arg {
 	int read;
 };
 
-static int direct_rank(struct lt_rank *r)
+static int direct_rank(struct t_rank *r)
 {
 	struct pair_arg *a = r->arg;
 	int ret;
 
-	if (lt_init(r))
+	if (t_init(r))
 		return 1;
 	ret = pair_body(r->comm, 1 - r->rank, a->path, a->read);
 	if (mlap2p_comm_destroy(r->comm) && !ret)
@@ -158,9 +159,9 @@ TEST_F(modes, direct_pointer_threads)
 {
 	struct pair_arg a = { MLAP2P_PATH_DIRECT, variant->read };
 	int cores[2] = { CORE_A, CORE_B };
-	struct lt_rank ranks[2];
+	struct t_rank ranks[2];
 
-	ASSERT_EQ(0, lt_run_threads(2, cores, direct_rank, &a, ranks));
+	ASSERT_EQ(0, t_run_threads(2, cores, direct_rank, &a, ranks));
 }
 
 /* ---- IPC: processes ---- */
@@ -172,7 +173,7 @@ static int ipc_child(int idx, struct mlap2p_unique_id *id, void *arg)
 	int ret;
 
 	if (mlap2p_comm_init_rank(&comm, 2, id, idx, idx ? CORE_B : CORE_A))
-		return mlap2p_child_fail(1, "init: %s", mlap2p_last_error());
+		return t_child_fail(1, "init: %s", mlap2p_last_error());
 	ret = pair_body(comm, 1 - idx, a->path, a->read);
 	if (ret)
 		ksft_print_msg("rank %d step %d: %s\n", idx, ret,
@@ -186,18 +187,18 @@ TEST_F(modes, ipc_processes)
 {
 	struct pair_arg a = { MLAP2P_PATH_IPC, variant->read };
 	struct mlap2p_unique_id id;
-	struct lt_procs p;
+	struct t_procs p;
 
-	ASSERT_EQ(0, lt_fork(&p, 2, ipc_child, &a));
+	ASSERT_EQ(0, t_fork(&p, 2, ipc_child, &a));
 	ASSERT_EQ(0, mlap2p_get_unique_id(&id));
-	ASSERT_EQ(0, lt_procs_start(&p, &id));
-	ASSERT_EQ(0, lt_procs_wait(&p));
+	ASSERT_EQ(0, t_procs_start(&p, &id));
+	ASSERT_EQ(0, t_procs_wait(&p));
 }
 
 /* ---- indirect: relay through the rank on MLA 1 ---- */
 
 /* Rank 0 and rank 2 (the intermediate, on CORE_B) share a process. */
-static int relay_rank(struct lt_rank *r)
+static int relay_rank(struct t_rank *r)
 {
 	struct pair_arg *a = r->arg;
 	struct ncclRtPointerAttributes attr;
@@ -206,7 +207,7 @@ static int relay_rank(struct lt_rank *r)
 	struct ncclComm *comm;
 	int ret = 0;
 
-	if (lt_init(r))
+	if (t_init(r))
 		return 1;
 	comm = mlap2p_nccl(r->comm);
 	if (r->core != CORE_B) {
@@ -240,7 +241,7 @@ struct relay_arg {
 static int relay_child(int idx, struct mlap2p_unique_id *id, void *arg)
 {
 	struct relay_arg *a = arg;
-	struct lt_rank r[2];
+	struct t_rank r[2];
 	int i, ret = 0;
 
 	/* Process 0: ranks 0 (CORE_A) and 2 (CORE_B); process 1: rank 1. */
@@ -252,7 +253,7 @@ static int relay_child(int idx, struct mlap2p_unique_id *id, void *arg)
 		r[i].id = *id;
 		r[i].fn = relay_rank;
 		r[i].arg = &a->pair;
-		pthread_create(&r[i].thread, NULL, lt_thread_main, &r[i]);
+		pthread_create(&r[i].thread, NULL, t_thread_main, &r[i]);
 	}
 	for (i = 0; i < (idx == 0 ? 2 : 1); i++) {
 		pthread_join(r[i].thread, NULL);
@@ -269,21 +270,21 @@ TEST_F(modes, indirect_processes)
 {
 	struct relay_arg a = { { MLAP2P_PATH_INDIRECT, variant->read } };
 	struct mlap2p_unique_id id;
-	struct lt_procs p;
+	struct t_procs p;
 
-	ASSERT_EQ(0, lt_fork(&p, 2, relay_child, &a));
+	ASSERT_EQ(0, t_fork(&p, 2, relay_child, &a));
 	ASSERT_EQ(0, mlap2p_get_unique_id(&id));
-	ASSERT_EQ(0, lt_procs_start(&p, &id));
-	ASSERT_EQ(0, lt_procs_wait(&p));
+	ASSERT_EQ(0, t_procs_start(&p, &id));
+	ASSERT_EQ(0, t_procs_wait(&p));
 }
 
 TEST_F(modes, indirect_threads)
 {
 	struct pair_arg a = { MLAP2P_PATH_INDIRECT, variant->read };
 	int cores[3] = { CORE_A, CORE_C, CORE_B };
-	struct lt_rank ranks[3];
+	struct t_rank ranks[3];
 
-	ASSERT_EQ(0, lt_run_threads(3, cores, relay_rank, &a, ranks));
+	ASSERT_EQ(0, t_run_threads(3, cores, relay_rank, &a, ranks));
 }
 
 /* ---- NCCL_DEBUG=INFO: one line per connection, NCCL's form ---- */
@@ -322,7 +323,7 @@ TEST_F(modes, info_lines)
 {
 	char path[64], needle[128];
 	struct mlap2p_unique_id id;
-	struct lt_procs p;
+	struct t_procs p;
 	int c;
 
 	if (variant->read || variant->buffsize)
@@ -331,11 +332,11 @@ TEST_F(modes, info_lines)
 	setenv("NCCL_DEBUG", "INFO", 1);
 	setenv("NCCL_DEBUG_SUBSYS", "INIT,P2P", 1);
 	setenv("NCCL_DEBUG_FILE", path, 1);
-	ASSERT_EQ(0, lt_fork(&p, 2, info_child, NULL));
+	ASSERT_EQ(0, t_fork(&p, 2, info_child, NULL));
 	unsetenv("NCCL_DEBUG");
 	ASSERT_EQ(0, mlap2p_get_unique_id(&id));
-	ASSERT_EQ(0, lt_procs_start(&p, &id));
-	ASSERT_EQ(0, lt_procs_wait(&p));
+	ASSERT_EQ(0, t_procs_start(&p, &id));
+	ASSERT_EQ(0, t_procs_wait(&p));
 
 	for (c = 0; c < 2; c++) {
 		char file[64];
@@ -399,14 +400,14 @@ TEST_F(modes, info_lines_direct)
 {
 	struct pair_arg a = { MLAP2P_PATH_DIRECT, variant->read };
 	int cores[2] = { CORE_A, CORE_B };
-	struct lt_rank ranks[2];
+	struct t_rank ranks[2];
 	char file[64];
 	int c, i;
 
 	if (variant->buffsize)
 		SKIP(return, "write and read are enough");
 	info_start(file, sizeof(file));
-	ASSERT_EQ(0, lt_run_threads(2, cores, direct_rank, &a, ranks));
+	ASSERT_EQ(0, t_run_threads(2, cores, direct_rank, &a, ranks));
 
 	/* Braces: EXPECT_EQ() ... TH_LOG() is two statements. */
 	for (c = 0; c < 2; c++) {
@@ -434,17 +435,17 @@ TEST_F(modes, info_lines_indirect)
 	static const int from_core[2] = { CORE_A, CORE_C };
 	struct mlap2p_unique_id id;
 	char file[2][64], mode[32];
-	struct lt_procs p;
+	struct t_procs p;
 	int c, i;
 
 	if (variant->buffsize)
 		SKIP(return, "write and read are enough");
 	info_start(NULL, 0);
-	ASSERT_EQ(0, lt_fork(&p, 2, relay_child, &a));
+	ASSERT_EQ(0, t_fork(&p, 2, relay_child, &a));
 	unsetenv("NCCL_DEBUG");
 	ASSERT_EQ(0, mlap2p_get_unique_id(&id));
-	ASSERT_EQ(0, lt_procs_start(&p, &id));
-	ASSERT_EQ(0, lt_procs_wait(&p));
+	ASSERT_EQ(0, t_procs_start(&p, &id));
+	ASSERT_EQ(0, t_procs_wait(&p));
 
 	for (i = 0; i < 2; i++)
 		snprintf(file[i], sizeof(file[i]), "/tmp/mlap2p-info-%d.%d.log",

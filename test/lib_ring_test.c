@@ -11,7 +11,8 @@
  * rings), else the host runtime.  ring_pod needs a second node, which the
  * module's defaults do not have, and stays on the host runtime.
  */
-#include "lib_test.h"
+#include "helpers.h"
+#include "kselftest_harness.h"
 
 static int ring_edge(struct ncclComm *comm, int a, int b)
 {
@@ -30,7 +31,7 @@ static void ring_classes(struct ncclComm *comm, const int *order, int *hist)
 
 static bool ring_is_perm(const int *order, int n)
 {
-	char seen[LT_MAX_RANKS] = { 0 };
+	char seen[T_MAX_RANKS] = { 0 };
 	int i;
 
 	for (i = 0; i < n; i++) {
@@ -52,7 +53,7 @@ static void *recv_thread(void *arg)
 {
 	struct recv_job *j = arg;
 
-	j->ret = lt_recv_pattern(j->comm, j->channel, j->peer);
+	j->ret = t_recv_pattern(j->comm, j->channel, j->peer);
 	return NULL;
 }
 
@@ -68,7 +69,7 @@ static int ring_pass(struct mlap2p_comm *comm, int channel)
 	if (j.peer == mlap2p_comm_rank(comm))
 		return 0;
 	pthread_create(&t, NULL, recv_thread, &j);
-	ret = lt_send_pattern(comm, channel, next);
+	ret = t_send_pattern(comm, channel, next);
 	pthread_join(t, NULL);
 	return ret ? ret : j.ret;
 }
@@ -81,18 +82,18 @@ struct ring_arg {
 	int connect_ret;
 };
 
-static int ring_rank(struct lt_rank *r)
+static int ring_rank(struct t_rank *r)
 {
 	struct ring_arg *a = r->arg;
 	struct ncclComm *comm;
-	int order[LT_MAX_RANKS], order1[LT_MAX_RANKS], hist[5];
+	int order[T_MAX_RANKS], order1[T_MAX_RANKS], hist[5];
 	int c, i, ret;
 
-	if (lt_init(r))
+	if (t_init(r))
 		return 1;
 	comm = mlap2p_nccl(r->comm);
 	/* The module's answers in the VM, not the host runtime's. */
-	if (lt_check_runtime(r->comm)) {
+	if (t_check_runtime(r->comm)) {
 		ret = 10;
 		goto out;
 	}
@@ -177,7 +178,7 @@ FIXTURE(ring_pod) {
 FIXTURE_SETUP(ring_pod)
 {
 	self->dummy = 0;
-	lt_host_topology();
+	t_host_topology();
 }
 
 FIXTURE_TEARDOWN(ring_pod)
@@ -194,12 +195,12 @@ TEST_F(ring, torus_neighbours_only)
 	static const int mla[16] = { 0, 5, 10, 15, 3, 6, 9, 12, 1, 14, 7, 8,
 				     2, 13, 4, 11 };
 	struct ring_arg a = { .nchannels = 2, .expect = { 0, 0, 16, 0, 0 } };
-	struct lt_rank ranks[16];
+	struct t_rank ranks[16];
 	int cores[16], i, relays = 0;
 	__u32 e, mid;
 	struct mlap2p_topo t;
 
-	LT_NODE_TOPOLOGY();
+	T_NODE_TOPOLOGY();
 	mlap2p_topo_defaults(&t, MLAP2P_FAMILY_TRN2);
 	for (i = 0; i < 16; i++) {
 		cores[i] = mla[i] * 4;
@@ -208,7 +209,7 @@ TEST_F(ring, torus_neighbours_only)
 		relays += e == MLAP2P_EDGE_RELAY;
 	}
 	ASSERT_LT(8, relays);	/* rank order alone would relay a lot */
-	ASSERT_EQ(0, lt_run_threads(16, cores, ring_rank, &a, ranks));
+	ASSERT_EQ(0, t_run_threads(16, cores, ring_rank, &a, ranks));
 }
 
 /* Four ranks on each of two MLAs, interleaved: LOCAL hops first. */
@@ -216,10 +217,10 @@ TEST_F(ring, local_before_d2d)
 {
 	int cores[8] = { 0, 4, 1, 5, 2, 6, 3, 7 };
 	struct ring_arg a = { .nchannels = 2, .expect = { 0, 6, 2, 0, 0 } };
-	struct lt_rank ranks[8];
+	struct t_rank ranks[8];
 
-	LT_NODE_TOPOLOGY();
-	ASSERT_EQ(0, lt_run_threads(8, cores, ring_rank, &a, ranks));
+	T_NODE_TOPOLOGY();
+	ASSERT_EQ(0, t_run_threads(8, cores, ring_rank, &a, ranks));
 }
 
 /* MLAs 0, 1, 2: one hop has to relay (0 <-> 2, through rank 1's MLA). */
@@ -227,10 +228,10 @@ TEST_F(ring, relay_when_needed)
 {
 	int cores[3] = { 0, 8, 4 };
 	struct ring_arg a = { .nchannels = 2, .expect = { 0, 0, 2, 1, 0 } };
-	struct lt_rank ranks[3];
+	struct t_rank ranks[3];
 
-	LT_NODE_TOPOLOGY();
-	ASSERT_EQ(0, lt_run_threads(3, cores, ring_rank, &a, ranks));
+	T_NODE_TOPOLOGY();
+	ASSERT_EQ(0, t_run_threads(3, cores, ring_rank, &a, ranks));
 }
 
 /* Two nodes of the pod: the pod link is used, not avoided. */
@@ -238,9 +239,9 @@ TEST_F(ring_pod, across_the_pod)
 {
 	int cores[4] = { 0, 64, 4, 68 };
 	struct ring_arg a = { .nchannels = 1, .expect = { 0, 0, 2, 0, 2 } };
-	struct lt_rank ranks[4];
+	struct t_rank ranks[4];
 
-	ASSERT_EQ(0, lt_run_threads(4, cores, ring_rank, &a, ranks));
+	ASSERT_EQ(0, t_run_threads(4, cores, ring_rank, &a, ranks));
 }
 
 TEST_F(ring, nccl_rings_override)
@@ -249,26 +250,26 @@ TEST_F(ring, nccl_rings_override)
 	struct ring_arg a = { .nchannels = 3, .order = want,
 			      .expect = { 0, 0, 4, 0, 0 } };
 	int cores[4] = { 0, 4, 8, 12 };	/* MLAs 0-3: one torus row */
-	struct lt_rank ranks[4];
+	struct t_rank ranks[4];
 
-	LT_NODE_TOPOLOGY();
+	T_NODE_TOPOLOGY();
 	/* 0 -> 2 and 1 -> 3 relay; the override is obeyed anyway. */
 	a.expect[2] = 2;
 	a.expect[3] = 2;
 	setenv("NCCL_RINGS", "0 2 1 3|3-1-2-0", 1);
-	ASSERT_EQ(0, lt_run_threads(4, cores, ring_rank, &a, ranks));
+	ASSERT_EQ(0, t_run_threads(4, cores, ring_rank, &a, ranks));
 }
 
 /* Ring channel 1 comes from the second NCCL_RINGS ring; 2 wraps to 0. */
-static int rings_channels_rank(struct lt_rank *r)
+static int rings_channels_rank(struct t_rank *r)
 {
 	static const int ring1[4] = { 3, 1, 2, 0 };
 	static const int ring0[4] = { 0, 2, 1, 3 };
 	int order[4], ret = 0;
 
-	if (lt_init(r))
+	if (t_init(r))
 		return 1;
-	if (lt_check_runtime(r->comm))
+	if (t_check_runtime(r->comm))
 		ret = 6;
 	if (!ret && mlap2p_connect_ring(r->comm, 3))
 		ret = 2;
@@ -286,11 +287,11 @@ static int rings_channels_rank(struct lt_rank *r)
 TEST_F(ring, nccl_rings_channels)
 {
 	int cores[4] = { 0, 4, 8, 12 };
-	struct lt_rank ranks[4];
+	struct t_rank ranks[4];
 
-	LT_NODE_TOPOLOGY();
+	T_NODE_TOPOLOGY();
 	setenv("NCCL_RINGS", "0 2 1 3|3-1-2-0", 1);
-	ASSERT_EQ(0, lt_run_threads(4, cores, rings_channels_rank, NULL, ranks));
+	ASSERT_EQ(0, t_run_threads(4, cores, rings_channels_rank, NULL, ranks));
 }
 
 /* Nodes 0 and 1 on different local MLAs: no link, no NET, no ring. */
@@ -298,9 +299,9 @@ TEST_F(ring_pod, unreachable_pair)
 {
 	int cores[2] = { 0, 68 };
 	struct ring_arg a = { .nchannels = 1, .connect_ret = -EHOSTUNREACH };
-	struct lt_rank ranks[2];
+	struct t_rank ranks[2];
 
-	ASSERT_EQ(0, lt_run_threads(2, cores, ring_rank, &a, ranks));
+	ASSERT_EQ(0, t_run_threads(2, cores, ring_rank, &a, ranks));
 }
 
 /* NCCL_P2P_LEVEL=D2D: the relay hop cannot be used at all. */
@@ -308,11 +309,11 @@ TEST_F(ring, level_caps_the_ring)
 {
 	int cores[3] = { 0, 8, 4 };
 	struct ring_arg a = { .nchannels = 1, .connect_ret = -EHOSTUNREACH };
-	struct lt_rank ranks[3];
+	struct t_rank ranks[3];
 
-	LT_NODE_TOPOLOGY();
+	T_NODE_TOPOLOGY();
 	setenv("NCCL_P2P_LEVEL", "D2D", 1);
-	ASSERT_EQ(0, lt_run_threads(3, cores, ring_rank, &a, ranks));
+	ASSERT_EQ(0, t_run_threads(3, cores, ring_rank, &a, ranks));
 }
 
 TEST_HARNESS_MAIN

@@ -32,7 +32,7 @@
 #include <mlap2p/dataplane.h>
 #include <mlap2p/mlap2p.h>
 
-#include "dp_test.h"
+#include "helpers.h"
 #include "kselftest_harness.h"
 
 #define KiB	1024UL
@@ -350,7 +350,7 @@ static int exact_body(struct job *j, int rank, struct mlap2p_comm *comm)
 	if (a->expectDirect >= 0) {
 		unsigned long long ops, direct;
 
-		if (dp_link_counts(comm, NULL, &ops, &direct))
+		if (t_link_counts(comm, NULL, &ops, &direct))
 			return 25;
 		if (a->expectDirect ? direct == 0 : direct != 0) {
 			fprintf(stderr, "# rank %d: %llu of %llu ops single copy\n",
@@ -933,7 +933,7 @@ static int cma_body(struct job *j, int rank, struct mlap2p_comm *comm)
 	free(buf);
 	if (region)
 		mlap2p_mem_free(comm, region);
-	if (dp_link_counts(comm, NULL, &ops, &direct))
+	if (t_link_counts(comm, NULL, &ops, &direct))
 		return 103;
 	if (ops != (unsigned long long)a->n ||
 	    direct != (unsigned long long)a->direct) {

@@ -13,7 +13,8 @@
 #include <libgen.h>
 #include <limits.h>
 
-#include "lib_test.h"
+#include "helpers.h"
+#include "kselftest_harness.h"
 
 struct tree {
 	char top[512];		/* source tree */
@@ -52,7 +53,7 @@ static int find_tree(struct tree *t, char *why, size_t len)
 	if (n <= 0)
 		return snprintf(why, len, "no /proc/self/exe"), -1;
 	exe[n] = '\0';
-	/* $B/selftests*\/lib_install_test: $B is two levels up. */
+	/* $B/test*\/lib_install_test: $B is two levels up. */
 	snprintf(dir, sizeof(dir), "%s", exe);
 	snprintf(t->build, sizeof(t->build), "%s", dirname(dirname(dir)));
 

@@ -14,8 +14,8 @@
 #include <sys/socket.h>
 #include <netinet/in.h>
 
-#include "dp_test.h"
-#include "lib_test.h"
+#include "helpers.h"
+#include "kselftest_harness.h"
 #include <mlap2p/dataplane.h>
 #include "net.h"
 
@@ -28,8 +28,8 @@ static const size_t dp_sizes[] = {
 static void net_env(void)
 {
 	setenv("MLAP2P_RUNTIME", "host", 1);
-	lt_host_topology();
-	/* lt_host_topology() keeps NET out of the P2P tests; we want it. */
+	t_host_topology();
+	/* t_host_topology() keeps NET out of the P2P tests; we want it. */
 	unsetenv("MLAP2P_NET_DISABLE");
 	unsetenv("NCCL_P2P_DISABLE");
 	unsetenv("NCCL_SOCKET_IFNAME");
@@ -41,14 +41,14 @@ static void net_env(void)
 static int net_available(void)
 {
 	struct mlap2p_unique_id id;
-	struct lt_rank r = { .nranks = 1 };
+	struct t_rank r = { .nranks = 1 };
 	int ok = 0;
 
 	net_env();
 	if (mlap2p_get_unique_id(&id))
 		return 0;
 	r.id = id;
-	if (lt_init(&r))
+	if (t_init(&r))
 		return 0;
 	netTransport.canConnect(&ok, mlap2p_nccl(r.comm)->topo, NULL,
 				&mlap2p_nccl(r.comm)->peerInfo[0],
@@ -91,7 +91,7 @@ static unsigned char pat(int src, size_t i, size_t n, int it)
  * @blocking (messages small enough to leave while the FIFO has room: the
  * calls a P2P link's latency path would take, which NET must not).
  */
-static int ring_step_how(struct lt_rank *r, int prev, int next, size_t n,
+static int ring_step_how(struct t_rank *r, int prev, int next, size_t n,
 			 int it, unsigned char *sbuf, unsigned char *rbuf,
 			 int blocking)
 {
@@ -121,7 +121,7 @@ static int ring_step_how(struct lt_rank *r, int prev, int next, size_t n,
 	return 0;
 }
 
-static int ring_step(struct lt_rank *r, int prev, int next, size_t n, int it,
+static int ring_step(struct t_rank *r, int prev, int next, size_t n, int it,
 		     unsigned char *sbuf, unsigned char *rbuf)
 {
 	return ring_step_how(r, prev, next, n, it, sbuf, rbuf, 0);
@@ -137,7 +137,7 @@ struct move_arg {
 };
 
 /* Connect a ring, check every connection's path, move every protocol. */
-static int move_rank(struct lt_rank *r)
+static int move_rank(struct t_rank *r)
 {
 	const struct move_arg *a = r->arg;
 	struct mlap2p_conn_desc d;
@@ -146,7 +146,7 @@ static int move_rank(struct lt_rank *r)
 	int prev, next, p, s, c, quick, ret = 0;
 	unsigned int seed = 12345u + (unsigned int)r->rank;
 
-	if (lt_init(r))
+	if (t_init(r))
 		return 1;
 	if (mlap2p_connect_ring(r->comm, a->channels) ||
 	    mlap2p_ring_get(r->comm, 0, NULL, &prev, &next)) {
@@ -274,12 +274,12 @@ TEST_F_TIMEOUT(net, p2p_disabled_falls_through_to_net, 120)
 		.sizes = dp_sizes, .nsizes = ARRAY_SIZE(dp_sizes),
 		.big = 64 << 20,
 	};
-	struct lt_rank ranks[2];
+	struct t_rank ranks[2];
 
 	SKIPPED_IN_SETUP();
 
 	setenv("NCCL_P2P_DISABLE", "1", 1);
-	ASSERT_EQ(0, lt_run_threads(2, cores, move_rank, &a, ranks));
+	ASSERT_EQ(0, t_run_threads(2, cores, move_rank, &a, ranks));
 }
 
 /* Cores 0 and 68: nodes 0 and 1 on different MLAs, no link (EDGE_NONE). */
@@ -291,11 +291,11 @@ TEST_F_TIMEOUT(net, unreachable_pair_uses_net, 60)
 		.channels = 1, .expect_path = MLAP2P_PATH_NET,
 		.sizes = sizes, .nsizes = ARRAY_SIZE(sizes),
 	};
-	struct lt_rank ranks[2];
+	struct t_rank ranks[2];
 
 	SKIPPED_IN_SETUP();
 
-	ASSERT_EQ(0, lt_run_threads(2, cores, move_rank, &a, ranks));
+	ASSERT_EQ(0, t_run_threads(2, cores, move_rank, &a, ranks));
 }
 
 /* Same-host pairs P2P can take stay on P2P: NET is only the fallthrough. */
@@ -307,18 +307,18 @@ TEST_F_TIMEOUT(net, reachable_pair_stays_on_p2p, 60)
 		.channels = 1, .expect_path = MLAP2P_PATH_DIRECT,
 		.sizes = sizes, .nsizes = ARRAY_SIZE(sizes),
 	};
-	struct lt_rank ranks[2];
+	struct t_rank ranks[2];
 
 	SKIPPED_IN_SETUP();
 
-	ASSERT_EQ(0, lt_run_threads(2, cores, move_rank, &a, ranks));
+	ASSERT_EQ(0, t_run_threads(2, cores, move_rank, &a, ranks));
 }
 
-static int terminal_rank(struct lt_rank *r)
+static int terminal_rank(struct t_rank *r)
 {
 	int peer = 1 - r->rank, ret;
 
-	if (lt_init(r))
+	if (t_init(r))
 		return 1;
 	ret = mlap2p_connect_peers(r->comm, 1, 1, &peer, 1, &peer);
 	if (ret != -EHOSTUNREACH && ret != -ECONNABORTED)
@@ -337,12 +337,12 @@ static int terminal_rank(struct lt_rank *r)
 TEST(net_disabled_ends_in_the_seed_error)
 {
 	static const int cores[2] = { 0, 1 };
-	struct lt_rank ranks[2];
+	struct t_rank ranks[2];
 
 	net_env();
 	setenv("NCCL_P2P_DISABLE", "1", 1);
 	setenv("MLAP2P_NET_DISABLE", "1", 1);
-	ASSERT_EQ(0, lt_run_threads(2, cores, terminal_rank, NULL, ranks));
+	ASSERT_EQ(0, t_run_threads(2, cores, terminal_rank, NULL, ranks));
 	unsetenv("MLAP2P_NET_DISABLE");
 }
 
@@ -355,12 +355,12 @@ TEST_F_TIMEOUT(net, four_ranks_four_channels_random, 150)
 		.sizes = sizes, .nsizes = ARRAY_SIZE(sizes),
 		.random_iters = 60,
 	};
-	struct lt_rank ranks[4];
+	struct t_rank ranks[4];
 
 	SKIPPED_IN_SETUP();
 
 	setenv("NCCL_P2P_DISABLE", "1", 1);
-	ASSERT_EQ(0, lt_run_threads(4, cores, move_rank, &a, ranks));
+	ASSERT_EQ(0, t_run_threads(4, cores, move_rank, &a, ranks));
 }
 
 /* ---- SIMPLE sends in place from registered buffers ---- */
@@ -372,7 +372,7 @@ static int link_counts(struct mlap2p_comm *comm, int peer,
 	char key[32];
 
 	snprintf(key, sizeof(key), " -> %d ch ", peer);
-	return dp_link_counts(comm, key, ops, direct);
+	return t_link_counts(comm, key, ops, direct);
 }
 
 static int all_zero(const unsigned char *p, size_t n)
@@ -398,7 +398,7 @@ struct reg_arg {
  * none counted, the slots carried it.  Then a malloc'd buffer on the same
  * link the same way: the provider (tcp) needs no descriptor for it.
  */
-static int reg_rank(struct lt_rank *r)
+static int reg_rank(struct t_rank *r)
 {
 	const struct reg_arg *a = r->arg;
 	static const size_t base_sizes[] = { 4097, (1 << 20) + 13, 300000 };
@@ -415,7 +415,7 @@ static int reg_rank(struct lt_rank *r)
 	for (s = 0; s < ns; s++)
 		if (sizes[s] > max)
 			max = sizes[s];
-	if (lt_init(r))
+	if (t_init(r))
 		return 1;
 	if (mlap2p_connect_ring(r->comm, 1) ||
 	    mlap2p_ring_get(r->comm, 0, NULL, &prev, &next) ||
@@ -496,12 +496,12 @@ TEST_F_TIMEOUT(net, registered_send_in_place, 120)
 {
 	static const int cores[2] = { 0, 1 };
 	struct reg_arg a = { .inPlace = 1 };
-	struct lt_rank ranks[2];
+	struct t_rank ranks[2];
 
 	SKIPPED_IN_SETUP();
 
 	setenv("NCCL_P2P_DISABLE", "1", 1);
-	ASSERT_EQ(0, lt_run_threads(2, cores, reg_rank, &a, ranks));
+	ASSERT_EQ(0, t_run_threads(2, cores, reg_rank, &a, ranks));
 }
 
 struct land_arg {
@@ -512,7 +512,7 @@ struct land_arg {
  * The ring of two over NET with SIMPLE forced, for the landing tests: the
  * neighbours and the receive connection's description.  0 or non-zero.
  */
-static int net_simple_ring(struct lt_rank *r, int *prev, int *next,
+static int net_simple_ring(struct t_rank *r, int *prev, int *next,
 			   struct mlap2p_conn_desc *d)
 {
 	return mlap2p_connect_ring(r->comm, 1) ||
@@ -527,7 +527,7 @@ static int net_simple_ring(struct lt_rank *r, int *prev, int *next,
  * land at its place in @buf (@landed), or in its slot (ptrsFifo NULL)?
  * 0, or non-zero with r->msg saying which did not.
  */
-static int check_landed(struct lt_rank *r, const struct mlap2p_conn_desc *d,
+static int check_landed(struct t_rank *r, const struct mlap2p_conn_desc *d,
 			uint64_t first, uint64_t from, uint64_t to,
 			unsigned char *buf, size_t chunk, int landed)
 {
@@ -557,7 +557,7 @@ static int check_landed(struct lt_rank *r, const struct mlap2p_conn_desc *d,
  * (ring_step).  A step is MLAP2P_CHUNKSIZE (set to 128 KiB) or the SIMPLE
  * slot, whichever is smaller.
  */
-static int land_rank(struct lt_rank *r)
+static int land_rank(struct t_rank *r)
 {
 	const struct land_arg *a = r->arg;
 	const size_t n = (4 << 20) + 13;
@@ -567,7 +567,7 @@ static int land_rank(struct lt_rank *r)
 	int prev, next, ret = 0;
 	size_t chunk;
 
-	if (lt_init(r)) {
+	if (t_init(r)) {
 		free(sbuf);
 		free(rbuf);
 		return 1;
@@ -609,27 +609,27 @@ TEST_F_TIMEOUT(net, long_receive_lands_in_place, 120)
 {
 	static const int cores[2] = { 0, 1 };
 	struct land_arg a = { .landed = 1 };
-	struct lt_rank ranks[2];
+	struct t_rank ranks[2];
 
 	SKIPPED_IN_SETUP();
 
 	setenv("NCCL_P2P_DISABLE", "1", 1);
 	setenv("MLAP2P_CHUNKSIZE", "131072", 1);
-	ASSERT_EQ(0, lt_run_threads(2, cores, land_rank, &a, ranks));
+	ASSERT_EQ(0, t_run_threads(2, cores, land_rank, &a, ranks));
 }
 
 TEST_F_TIMEOUT(net, no_single_copy_receives_in_slots, 120)
 {
 	static const int cores[2] = { 0, 1 };
 	struct land_arg a = { .landed = 0 };
-	struct lt_rank ranks[2];
+	struct t_rank ranks[2];
 
 	SKIPPED_IN_SETUP();
 
 	setenv("NCCL_P2P_DISABLE", "1", 1);
 	setenv("MLAP2P_CHUNKSIZE", "131072", 1);
 	setenv("MLAP2P_SINGLE_COPY", "0", 1);
-	ASSERT_EQ(0, lt_run_threads(2, cores, land_rank, &a, ranks));
+	ASSERT_EQ(0, t_run_threads(2, cores, land_rank, &a, ranks));
 }
 
 struct reland_arg {
@@ -644,7 +644,7 @@ struct reland_arg {
  * so no step can have matched its slot receive first: every one of the
  * 4 steps of 128 KiB must name its place in the buffer in ptrsFifo.
  */
-static int reland_rank(struct lt_rank *r)
+static int reland_rank(struct t_rank *r)
 {
 	struct reland_arg *a = r->arg;
 	const size_t n = 512 << 10, chunk = 128 << 10;
@@ -655,7 +655,7 @@ static int reland_rank(struct lt_rank *r)
 	uint64_t first;
 	size_t j;
 
-	if (lt_init(r)) {
+	if (t_init(r)) {
 		free(buf);
 		return 1;
 	}
@@ -704,14 +704,14 @@ TEST_F_TIMEOUT(net, short_receive_relands_in_place, 120)
 {
 	static const int cores[2] = { 0, 1 };
 	struct reland_arg a = { .posted = 0 };
-	struct lt_rank ranks[2];
+	struct t_rank ranks[2];
 
 	SKIPPED_IN_SETUP();
 
 	setenv("NCCL_P2P_DISABLE", "1", 1);
 	setenv("NCCL_BUFFSIZE", "1M", 1);	/* slots of 128 KiB */
 	setenv("MLAP2P_CHUNKSIZE", "131072", 1);
-	ASSERT_EQ(0, lt_run_threads(2, cores, reland_rank, &a, ranks));
+	ASSERT_EQ(0, t_run_threads(2, cores, reland_rank, &a, ranks));
 }
 
 struct abort_land_arg {
@@ -762,7 +762,7 @@ static int wait_stage(struct abort_land_arg *a, int stage)
  * out; procs.failed_receive_buffer_is_left_alone covers a receive that
  * fails while its communicator lives on, where only the cancel does.)
  */
-static int abort_land_rank(struct lt_rank *r)
+static int abort_land_rank(struct t_rank *r)
 {
 	struct abort_land_arg *a = r->arg;
 	const size_t n = 64 << 20;
@@ -773,7 +773,7 @@ static int abort_land_rank(struct lt_rank *r)
 	pthread_t t;
 	int prev, next, ret = 0, got;
 
-	if (lt_init(r)) {
+	if (t_init(r)) {
 		free(buf);
 		return 1;
 	}
@@ -841,7 +841,7 @@ TEST_F_TIMEOUT(net, aborted_receive_buffer_is_left_alone, 120)
 {
 	static const int cores[2] = { 0, 1 };
 	struct abort_land_arg a = { 0 };
-	struct lt_rank ranks[2];
+	struct t_rank ranks[2];
 
 	SKIPPED_IN_SETUP();
 
@@ -850,7 +850,7 @@ TEST_F_TIMEOUT(net, aborted_receive_buffer_is_left_alone, 120)
 	 * live peer as silent; rank 0's last send waits for it */
 	setenv("MLAP2P_PEER_TIMEOUT", getenv("MLAP2P_TEST_QUICK") ? "15s" : "3s",
 	       1);
-	ASSERT_EQ(0, lt_run_threads(2, cores, abort_land_rank, &a, ranks));
+	ASSERT_EQ(0, t_run_threads(2, cores, abort_land_rank, &a, ranks));
 }
 
 struct realloc_arg {
@@ -869,7 +869,7 @@ struct realloc_arg {
  * descriptors, hence the cache checks: one entry over both ranges, one in
  * all).  Rank 1 sends from malloc memory, through the slots.
  */
-static int realloc_rank(struct lt_rank *r)
+static int realloc_rank(struct t_rank *r)
 {
 	struct realloc_arg *a = r->arg;
 	const size_t n1 = 1 << 20, n2 = 1 << 19, n = 300000;
@@ -881,7 +881,7 @@ static int realloc_rank(struct lt_rank *r)
 
 	rbuf = malloc(n1);
 	plain = malloc(n1);
-	if (lt_init(r)) {
+	if (t_init(r)) {
 		free(rbuf);
 		free(plain);
 		return 1;
@@ -988,12 +988,12 @@ TEST_F_TIMEOUT(net, registered_region_reallocated, 120)
 {
 	static const int cores[2] = { 0, 1 };
 	struct realloc_arg a = { 0 };
-	struct lt_rank ranks[2];
+	struct t_rank ranks[2];
 
 	SKIPPED_IN_SETUP();
 
 	setenv("NCCL_P2P_DISABLE", "1", 1);
-	ASSERT_EQ(0, lt_run_threads(2, cores, realloc_rank, &a, ranks));
+	ASSERT_EQ(0, t_run_threads(2, cores, realloc_rank, &a, ranks));
 	if (!a.overlapped)
 		SKIP(return, "%s", a.why);
 }
@@ -1003,13 +1003,13 @@ TEST_F_TIMEOUT(net, registered_send_refused_copies, 120)
 {
 	static const int cores[2] = { 0, 1 };
 	struct reg_arg a = { .inPlace = 0 };
-	struct lt_rank ranks[2];
+	struct t_rank ranks[2];
 
 	SKIPPED_IN_SETUP();
 
 	setenv("NCCL_P2P_DISABLE", "1", 1);
 	setenv("MLAP2P_NET_REG", "0", 1);
-	ASSERT_EQ(0, lt_run_threads(2, cores, reg_rank, &a, ranks));
+	ASSERT_EQ(0, t_run_threads(2, cores, reg_rank, &a, ranks));
 	unsetenv("MLAP2P_NET_REG");
 }
 

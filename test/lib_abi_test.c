@@ -6,7 +6,8 @@
  * two-entry transport table with its NULL proxy slots; the runtime
  * vtable's slot offsets and both backends' tables; versions and errors.
  */
-#include "lib_test.h"
+#include "helpers.h"
+#include "kselftest_harness.h"
 
 #define OFF(type, field)	((long)offsetof(struct type, field))
 
@@ -254,7 +255,7 @@ TEST(single_rank)
 	EXPECT_EQ(-EINVAL, mlap2p_connect_ring(comm, MAXCHANNELS + 1));
 
 	ASSERT_EQ(0, mlap2p_mem_alloc(comm, 100, &p));
-	EXPECT_EQ(-1, mlap2p_first_nonzero(p, 4096));
+	EXPECT_EQ(-1, t_first_nonzero(p, 4096));
 	memset(p, 0x5a, 4096);
 	EXPECT_EQ(-EINVAL, mlap2p_mem_free(comm, (char *)p + 8));
 	EXPECT_EQ(0, mlap2p_mem_free(comm, p));

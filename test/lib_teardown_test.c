@@ -9,7 +9,8 @@
  */
 #include <signal.h>
 
-#include "lib_test.h"
+#include "helpers.h"
+#include "kselftest_harness.h"
 
 static bool using_kmod(void)
 {
@@ -25,7 +26,7 @@ static int fds_settle(int want, int ms)
 {
 	int n;
 
-	while ((n = lt_fd_count()) > want && ms > 0) {
+	while ((n = t_fd_count()) > want && ms > 0) {
 		usleep(10 * 1000);
 		ms -= 10;
 	}
@@ -34,7 +35,7 @@ static int fds_settle(int want, int ms)
 
 struct td_state {
 	bool kmod;
-	struct mlap2p_counters base;
+	struct t_counters base;
 };
 
 static void td_setup(struct td_state *st)
@@ -42,23 +43,23 @@ static void td_setup(struct td_state *st)
 	if (!getenv("MLAP2P_RUNTIME") && access(MLAP2P_DEVICE_PATH, F_OK))
 		setenv("MLAP2P_RUNTIME", "host", 1);
 	setenv("MLAP2P_BOOTSTRAP_TIMEOUT", "20s", 1);
-	lt_small_buffers();
+	t_small_buffers();
 	st->kmod = using_kmod();
-	if (st->kmod && mlap2p_counters_read(&st->base))
+	if (st->kmod && t_counters_read(&st->base))
 		st->kmod = false;
 }
 
 /* The module's live counters are back where they were. */
 static int td_counters_back(struct td_state *st)
 {
-	struct mlap2p_counters now;
+	struct t_counters now;
 
 	if (!st->kmod)
 		return 0;
-	if (mlap2p_counters_settle(&st->base, &now, 3000))
+	if (t_counters_settle(&st->base, &now, 3000))
 		return 0;
-	mlap2p_counters_log("baseline", &st->base);
-	mlap2p_counters_log("now", &now);
+	t_counters_log("baseline", &st->base);
+	t_counters_log("now", &now);
 	return 1;
 }
 
@@ -69,18 +70,18 @@ struct td_arg {
 	int nchannels;
 };
 
-static int td_rank(struct lt_rank *r)
+static int td_rank(struct t_rank *r)
 {
 	struct td_arg *a = r->arg;
 	int c, ret = 0;
 	void *mem;
 
-	if (lt_init(r))
+	if (t_init(r))
 		return 1;
 	if (mlap2p_connect_ring(r->comm, a->nchannels))
 		ret = 2;
 	for (c = 0; c < a->nchannels && !ret; c++)
-		ret = lt_exchange(r->comm, c, 1 - r->rank);
+		ret = t_exchange(r->comm, c, 1 - r->rank);
 	/* A user region left allocated is freed by teardown too. */
 	if (!ret && mlap2p_mem_alloc(r->comm, 3 << 20, &mem))
 		ret = 3;
@@ -117,17 +118,17 @@ TEST_F(teardown, threads_return_everything)
 {
 	struct td_arg a = { variant->abort, 4 };
 	int cores[2] = { 0, 4 };
-	struct lt_rank ranks[2];
+	struct t_rank ranks[2];
 	int fds0, memfds0, round;
 
-	fds0 = lt_fd_count();
-	memfds0 = lt_memfd_count();
+	fds0 = t_fd_count();
+	memfds0 = t_memfd_count();
 	ASSERT_EQ(0, memfds0);
 	/* Twice: nothing accumulates either. */
 	for (round = 0; round < 2; round++) {
-		ASSERT_EQ(0, lt_run_threads(2, cores, td_rank, &a, ranks));
+		ASSERT_EQ(0, t_run_threads(2, cores, td_rank, &a, ranks));
 		EXPECT_EQ(fds0, fds_settle(fds0, 2000));
-		EXPECT_EQ(0, lt_memfd_count());
+		EXPECT_EQ(0, t_memfd_count());
 		EXPECT_EQ(0, td_counters_back(&self->st));
 	}
 }
@@ -143,13 +144,13 @@ struct early_abort {
 	int aborted;
 };
 
-static int early_abort_rank(struct lt_rank *r)
+static int early_abort_rank(struct t_rank *r)
 {
 	struct early_abort *e = r->arg;
 	struct mlap2p_conn_desc d;
 	int peer = 1 - r->rank, ret = 0;
 
-	if (lt_init(r))
+	if (t_init(r))
 		return 1;
 	if (mlap2p_connect_peers(r->comm, 1, 1, &peer, 1, &peer))
 		return 2;
@@ -169,9 +170,9 @@ static int early_abort_rank(struct lt_rank *r)
 	if (mlap2p_conn_get(r->comm, 0, peer, MLAP2P_DIR_SEND, &d))
 		ret = 3;
 	if (!ret) {
-		mlap2p_fill(d.host->conn.buffs[NCCL_PROTO_SIMPLE], 4096, 5);
+		t_fill(d.host->conn.buffs[NCCL_PROTO_SIMPLE], 4096, 5);
 		__atomic_store_n(d.host->conn.tail, 7, __ATOMIC_RELEASE);
-		if (mlap2p_check(d.host->conn.buffs[NCCL_PROTO_SIMPLE], 4096, 5) >= 0)
+		if (t_check(d.host->conn.buffs[NCCL_PROTO_SIMPLE], 4096, 5) >= 0)
 			ret = 4;
 	}
 	if (!ret && mlap2p_conn_get(r->comm, 0, peer, MLAP2P_DIR_RECV, &d))
@@ -189,27 +190,27 @@ TEST_F(teardown, abort_leaves_peer_pages_pinned)
 		PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0,
 	};
 	int cores[2] = { 0, 4 };
-	struct lt_rank ranks[2];
-	int fds0 = lt_fd_count();
+	struct t_rank ranks[2];
+	int fds0 = t_fd_count();
 
 	if (variant->abort == 0)
 		SKIP(return, "one variant is enough");
-	ASSERT_EQ(0, lt_run_threads(2, cores, early_abort_rank, &e, ranks));
+	ASSERT_EQ(0, t_run_threads(2, cores, early_abort_rank, &e, ranks));
 	EXPECT_EQ(fds0, fds_settle(fds0, 2000));
-	EXPECT_EQ(0, lt_memfd_count());
+	EXPECT_EQ(0, t_memfd_count());
 	EXPECT_EQ(0, td_counters_back(&self->st));
 }
 
 /* Processes: each child checks itself; the relay server is in child 0. */
 static void *td_init_thread(void *arg)
 {
-	lt_init(arg);
+	t_init(arg);
 	return NULL;
 }
 
 static void *td_end_thread(void *arg)
 {
-	struct lt_rank *r = arg;
+	struct t_rank *r = arg;
 	const struct td_arg *a = r->arg;
 
 	r->result = a->abort ? mlap2p_comm_abort(r->comm) :
@@ -221,17 +222,17 @@ static int td_child(int idx, struct mlap2p_unique_id *id, void *arg)
 {
 	const struct td_arg *a = arg;
 	struct mlap2p_comm *comm;
-	int fds0 = lt_fd_count(), peer = idx ? 0 : 1, c, ret = 0;
-	struct lt_rank r[2];
+	int fds0 = t_fd_count(), peer = idx ? 0 : 1, c, ret = 0;
+	struct t_rank r[2];
 	int i, n;
 
 	if (idx == 1) {
 		if (mlap2p_comm_init_rank(&comm, 3, id, 1, 8))
-			return mlap2p_child_fail(1, "%s", mlap2p_last_error());
+			return t_child_fail(1, "%s", mlap2p_last_error());
 		ret = mlap2p_connect_peers(comm, a->nchannels, 1, &peer, 1,
 					   &peer) ? 2 : 0;
 		for (c = 0; c < a->nchannels && !ret; c++)
-			ret = lt_exchange(comm, c, peer);
+			ret = t_exchange(comm, c, peer);
 		if (a->abort)
 			mlap2p_comm_abort(comm);
 		else if (mlap2p_comm_destroy(comm) && !ret)
@@ -247,14 +248,14 @@ static int td_child(int idx, struct mlap2p_unique_id *id, void *arg)
 			r[i].arg = (void *)a;
 		}
 		pthread_create(&r[1].thread, NULL, td_init_thread, &r[1]);
-		lt_init(&r[0]);
+		t_init(&r[0]);
 		pthread_join(r[1].thread, NULL);
 		if (!r[0].comm || !r[1].comm)
 			return 11;
 		ret = mlap2p_connect_peers(r[0].comm, a->nchannels, 1, &peer, 1,
 					   &peer) ? 12 : 0;
 		for (c = 0; c < a->nchannels && !ret; c++)
-			ret = lt_exchange(r[0].comm, c, peer);
+			ret = t_exchange(r[0].comm, c, peer);
 		for (i = 0; i < 2; i++)
 			pthread_create(&r[i].thread, NULL, td_end_thread, &r[i]);
 		for (i = 0; i < 2; i++) {
@@ -264,12 +265,12 @@ static int td_child(int idx, struct mlap2p_unique_id *id, void *arg)
 		}
 	}
 	if (ret)
-		return mlap2p_child_fail(ret, "%s", mlap2p_last_error());
+		return t_child_fail(ret, "%s", mlap2p_last_error());
 	n = fds_settle(fds0, 2000);
 	if (n != fds0)
-		return mlap2p_child_fail(20, "%d descriptors, %d before", n, fds0);
-	if (lt_memfd_count())
-		return mlap2p_child_fail(21, "memfds left");
+		return t_child_fail(20, "%d descriptors, %d before", n, fds0);
+	if (t_memfd_count())
+		return t_child_fail(21, "memfds left");
 	return 0;
 }
 
@@ -277,12 +278,12 @@ TEST_F(teardown, processes_with_relay_return_everything)
 {
 	struct td_arg a = { variant->abort, 2 };
 	struct mlap2p_unique_id id;
-	struct lt_procs p;
+	struct t_procs p;
 
-	ASSERT_EQ(0, lt_fork(&p, 2, td_child, &a));
+	ASSERT_EQ(0, t_fork(&p, 2, td_child, &a));
 	ASSERT_EQ(0, mlap2p_get_unique_id(&id));
-	ASSERT_EQ(0, lt_procs_start(&p, &id));
-	ASSERT_EQ(0, lt_procs_wait(&p));
+	ASSERT_EQ(0, t_procs_start(&p, &id));
+	ASSERT_EQ(0, t_procs_wait(&p));
 	EXPECT_EQ(0, td_counters_back(&self->st));
 }
 
@@ -406,36 +407,36 @@ static int kill_child(int idx, struct mlap2p_unique_id *id, void *arg)
 			/* Half a transfer: data and tail, never a head back. */
 			if (mlap2p_conn_get(comm, 0, peer, MLAP2P_DIR_SEND, &d))
 				return 3;
-			mlap2p_fill(d.host->conn.buffs[NCCL_PROTO_SIMPLE], 4096, 77);
+			t_fill(d.host->conn.buffs[NCCL_PROTO_SIMPLE], 4096, 77);
 			__atomic_store_n(d.host->conn.tail, 1, __ATOMIC_RELEASE);
 		}
 		memset(&rep, 0, sizeof(rep));
 		own_host_sockets(rep.sockets, sizeof(rep.sockets));
-		mlap2p_write_full(a->pipe[1], &rep, sizeof(rep));
+		t_write_full(a->pipe[1], &rep, sizeof(rep));
 		for (;;)
 			pause();
 	}
 	for (k = 0; k < 1000 && !mlap2p_peer_alive(mlap2p_nccl(comm), 1); k++)
 		usleep(10 * 1000);
 	if (!mlap2p_peer_alive(mlap2p_nccl(comm), 1))
-		return mlap2p_child_fail(4, "rank 1 still looks alive");
+		return t_child_fail(4, "rank 1 still looks alive");
 	if (a->stage == 2) {
 		if (mlap2p_conn_get(comm, 0, peer, MLAP2P_DIR_RECV, &d))
 			return 5;
 		if (__atomic_load_n(d.host->conn.tail, __ATOMIC_ACQUIRE) != 1 ||
-		    mlap2p_check(d.host->conn.buffs[NCCL_PROTO_SIMPLE], 4096,
-				 77) >= 0)
-			return mlap2p_child_fail(6, "the dead peer's data is gone");
+		    t_check(d.host->conn.buffs[NCCL_PROTO_SIMPLE], 4096,
+			    77) >= 0)
+			return t_child_fail(6, "the dead peer's data is gone");
 	}
 	t0 = mlap2p_now_ms();
 	ret = mlap2p_comm_destroy(comm);
 	if (ret != -ESRCH || !strstr(mlap2p_last_error(), "rank 1"))
-		return mlap2p_child_fail(7, "destroy gave %d: %s", ret,
+		return t_child_fail(7, "destroy gave %d: %s", ret,
 					 mlap2p_last_error());
 	if (mlap2p_now_ms() - t0 > 3000)
-		return mlap2p_child_fail(8, "destroy took %lld ms",
+		return t_child_fail(8, "destroy took %lld ms",
 					 (long long)(mlap2p_now_ms() - t0));
-	return lt_memfd_count() ? mlap2p_child_fail(9, "memfds left") : 0;
+	return t_memfd_count() ? t_child_fail(9, "memfds left") : 0;
 }
 
 FIXTURE(killed) {
@@ -466,19 +467,19 @@ TEST_F(killed, leaves_nothing_behind)
 	struct mlap2p_unique_id id;
 	int shm0 = shm_entries();
 	struct kill_report rep;
-	struct lt_procs p;
+	struct t_procs p;
 
 	ASSERT_EQ(0, pipe(a.pipe));
-	ASSERT_EQ(0, lt_fork(&p, 2, kill_child, &a));
+	ASSERT_EQ(0, t_fork(&p, 2, kill_child, &a));
 	close(a.pipe[1]);
 	ASSERT_EQ(0, mlap2p_get_unique_id(&id));
-	ASSERT_EQ(0, lt_procs_start(&p, &id));
-	ASSERT_EQ(0, mlap2p_read_full(a.pipe[0], &rep, sizeof(rep)));
+	ASSERT_EQ(0, t_procs_start(&p, &id));
+	ASSERT_EQ(0, t_read_full(a.pipe[0], &rep, sizeof(rep)));
 	if (!self->st.kmod && variant->stage)
 		EXPECT_NE(0, rep.sockets[0]);	/* it did export over IPC */
 	kill(p.pid[1], SIGKILL);
-	EXPECT_EQ(0, mlap2p_wait(p.pid[0]));
-	EXPECT_EQ(128 + SIGKILL, mlap2p_wait(p.pid[1]));
+	EXPECT_EQ(0, t_wait(p.pid[0]));
+	EXPECT_EQ(128 + SIGKILL, t_wait(p.pid[1]));
 	EXPECT_EQ(shm0, shm_entries());
 	EXPECT_EQ(0, still_bound(rep.sockets)) TH_LOG("%s", rep.sockets);
 	EXPECT_EQ(0, td_counters_back(&self->st));

@@ -18,7 +18,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "../../lib/proto.h"
+#include "../lib/proto.h"
 #include "kselftest_harness.h"
 
 #define KiB	1024UL
