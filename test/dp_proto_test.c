@@ -126,7 +126,7 @@ static int wire_init(struct wire *w, size_t ll, size_t ll128, size_t simple,
 	simpleBuf = (flags & MLAP2P_LINK_READ) ? w->sendMem->buff :
 		    w->recvMem->buff + ll + ll128;
 
-	/* The table of transport-anchors.md 1.3, both ends. */
+	/* Wired as p2pSendConnect and p2pRecvConnect (lib/p2p.c) wire them. */
 	for (i = 0; i < 2; i++) {
 		struct ncclConnInfo *c = i ? &w->rconn : &w->sconn;
 		struct mlap2p_link *l = i ? &w->rlink : &w->slink;

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * Rings follow the topology (p2pGetRings' job in seeds/004): every hop
+ * Rings follow the topology (the seed's p2pGetRings' job): every hop
  * takes the nearest edge class available, channels may differ, NCCL_RINGS
  * overrides, and a ring through an unreachable pair ends in the seed's
  * terminal error.  Each connected ring carries a pattern around.
