@@ -1,6 +1,6 @@
 # mlap2p: kernel module, libmlap2p, tools and selftests.
 #
-#   make               module + library + tools + selftests
+#   make               module + library + tools + tests (test/, selftests/)
 #   make deps          install the Debian packages the build and tests need
 #   make check         deps, build, host tests, VM selftests (the CI job)
 #   make demo          deps, build, then show mlap2p at work in the VM
@@ -14,8 +14,8 @@ include Makefile.common
 
 TOP := $(CURDIR)
 B := $(TOP)/build
-KDIR ?= $(shell $(TOP)/tools/find-kdir)
-V ?= 0
+KDIR ?= $(shell $(TOP)/scripts/find-kdir)
+include Makefile.quiet
 
 export TOP B KDIR V MLAP2P_VERSION MLAP2P_VERSION_MAJOR \
 	MLAP2P_VERSION_MINOR MLAP2P_VERSION_PATCH
@@ -32,7 +32,7 @@ module:
 # The kernel's kselftest_harness.h, lib.mk and checkpatch.pl, taken from
 # Debian's linux-source-6.1 at build time (never committed).
 ksft:
-	@$(TOP)/tools/extract-ksft $(B)/ksft
+	@$(TOP)/scripts/extract-ksft $(B)/ksft
 
 lib:
 	$(MAKE) -C lib
@@ -40,12 +40,14 @@ lib:
 tools: lib
 	$(MAKE) -C tools
 
+# Both suites: the library's (test/) and the kernel ABI's (selftests/).
 selftests: ksft lib
+	$(MAKE) -C test
 	$(MAKE) -C selftests/mlap2p
-	$(MAKE) -C selftests/nccl
+	$(MAKE) -C test/nccl
 
 deps:
-	@$(TOP)/tools/deps
+	@$(TOP)/scripts/deps
 
 checkpatch: ksft
 	$(B)/ksft/scripts/checkpatch.pl --no-tree --strict --terse -f \
@@ -59,50 +61,53 @@ check: deps
 	$(MAKE) check-install
 	$(MAKE) check-dkms
 
-# The host part: every test plain, then under ASan/UBSan, and the threaded
-# ones under TSan (the library rebuilt with the same sanitizer).  Tests that need the module
-# skip here and run in the VM.
+# The host part: every test of both suites plain, then under ASan/UBSan,
+# and the threaded ones (all in test/) under TSan (the library rebuilt with
+# the same sanitizer).  Tests that need the module skip here and run in
+# the VM.  One run_tests.sh over both folders: one plan, one total.
 TSAN_TESTS := lib_modes_test lib_bootstrap_test lib_ring_test lib_teardown_test dp_proto_test net_test \
-	nccl_stream_test nccl_p2p_test nccl_api_test nccl_examples_test
+	coll_test nccl_stream_test nccl_p2p_test nccl_api_test nccl_examples_test
+RUN_TESTS := $(TOP)/selftests/mlap2p/run_tests.sh
 
 check-host: selftests
 	$(TOP)/scripts/check-layers $(B)/lib/.obj
-	$(TOP)/selftests/mlap2p/run_tests.sh --host $(B)/selftests
+	$(RUN_TESTS) --host $(B)/test $(B)/test-nccl $(B)/selftests
 	$(MAKE) -C lib SAN=asan
+	$(MAKE) -C test SAN=asan
 	$(MAKE) -C selftests/mlap2p SAN=asan
-	$(MAKE) -C selftests/nccl SAN=asan
+	$(MAKE) -C test/nccl SAN=asan
 	ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
-		$(TOP)/selftests/mlap2p/run_tests.sh --host $(B)/selftests-asan
+		$(RUN_TESTS) --host $(B)/test-asan $(B)/test-nccl-asan $(B)/selftests-asan
 	$(MAKE) -C lib SAN=tsan
-	$(MAKE) -C selftests/mlap2p SAN=tsan
-	$(MAKE) -C selftests/nccl SAN=tsan
+	$(MAKE) -C test SAN=tsan
+	$(MAKE) -C test/nccl SAN=tsan
 	TSAN_OPTIONS=halt_on_error=1 MLAP2P_TEST_QUICK=1 MLAP2P_TEST_TIMEOUT=900 \
 	MLAP2P_TEST_FILTER='$(TSAN_TESTS)' \
-		$(TOP)/selftests/mlap2p/run_tests.sh --host $(B)/selftests-tsan
+		$(RUN_TESTS) --host $(B)/test-tsan $(B)/test-nccl-tsan
 
 check-vm: all
-	$(TOP)/tools/vm/check
+	$(TOP)/scripts/vm/check
 
 check-debug: deps
-	$(TOP)/tools/vm/check --debug
+	$(TOP)/scripts/vm/check --debug
 
 # A shell in the VM of check-vm: stock kernel, module loaded, selftests in
 # /root/selftests, tools and lib installed.
 vm-shell: all
-	$(TOP)/tools/vm/check --shell
+	$(TOP)/scripts/vm/check --shell
 
 demo: deps
 	$(MAKE) all
-	$(TOP)/tools/demo
+	$(TOP)/scripts/demo
 
 # mlap2p-perf beside the baselines, ratios from one run (docs/performance.md);
 # bench-deps installs the optional Open MPI and UCX baselines.
 bench: lib tools
 	$(MAKE) -C bench
-	$(TOP)/tools/bench
+	$(TOP)/bench/run
 
 bench-deps:
-	$(TOP)/tools/bench --deps
+	$(TOP)/bench/run --deps
 
 clean:
 	-$(MAKE) -C $(KDIR) M=$(TOP) clean 2>/dev/null
@@ -112,5 +117,5 @@ help:
 	@sed -n '2,12p' Makefile | sed 's/^# \{0,1\}//'
 
 # Installing and packaging: install, uninstall, dkms-install, dkms-remove,
-# check-man, check-install, check-dkms, check-6.12 (see tools/install.mk).
-include tools/install.mk
+# check-man, check-install, check-dkms, check-6.12 (see scripts/install.mk).
+include scripts/install.mk

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: MIT
-"""bench/summary.py DIR: the table `make bench` prints from tools/bench's files.
+"""bench/summary.py DIR: the table `make bench` prints from bench/run's files.
 
 Every figure is the best of the repeats in DIR (lowest time, highest
 bandwidth); ratios compare figures of this one run only.

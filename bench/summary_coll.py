@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: MIT
 """bench/summary_coll.py DIR: the collectives' table and targets (issue 14)
-from tools/bench's files in DIR.
+from bench/run's files in DIR.
 
 Every figure is the median over the repeats in DIR of that program's
 figure (each probe's own figure is the best of its internal repeats, as

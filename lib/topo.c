@@ -5,7 +5,7 @@
  * the same rules in common/mlap2p_topo.c), whether P2P may use an edge
  * (NCCL_P2P_LEVEL, same host, a rank on the relay MLA), and rings.
  *
- * Rings follow p2pGetRings in spirit (seeds/004): the old code searched
+ * Rings follow the seed's p2pGetRings in spirit: the old code searched
  * NVLink rings recursively and PCI rings by nearest distance; here one
  * search does both.  For the smallest class cap that admits a ring (LOCAL,
  * then D2D, RELAY, POD) a depth-first search builds a Hamiltonian cycle

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * The transport framework (seeds/000 §1 and §3, NCCL 2.7 transport.cc):
+ * The transport framework (the seed's and NCCL 2.7's transport.cc):
  * the two-entry table, selectTransport with its one fallthrough, and the
  * connect driver.
  *

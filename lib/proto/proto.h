@@ -12,7 +12,7 @@
  * and, when it says so, check abort and peer liveness.  A group of sends and
  * receives therefore progresses together and a ring cannot deadlock.
  *
- * Contracts (reference/transport-anchors.md section 2):
+ * Contracts:
  *
  *  - Each connector keeps a 64-bit step counter in conn.step that only grows.
  *    Slot = step % NCCL_STEPS.  The receiver returns credit by storing the

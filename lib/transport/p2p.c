@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * The P2P transport (ncclTransports[0]), after seeds/000 §2-§5 and NCCL 2.7
+ * The P2P transport (ncclTransports[0]), after the seed's and NCCL 2.7's
  * p2p.cc.  Proxy-free: once connected, the FIFO is posted and polled
  * through the pointers wired here, with no host work.
  *

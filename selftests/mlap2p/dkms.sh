@@ -3,7 +3,7 @@
 #
 # dkms.sh: the module DKMS built and installed (make dkms-install on the
 # host, for the VM's kernel) loads and works, in the VM.
-# tools/install-check copies the file DKMS installed to the same path in
+# scripts/install-check copies the file DKMS installed to the same path in
 # the VM (/lib/modules/<release>/updates/dkms/mlap2p.ko, or .ko.xz where
 # the kernel compresses its modules, as Debian's 6.12 does) and boots it;
 # anywhere else (no MLAP2P_DKMS_MODULE) this skips.
@@ -29,7 +29,7 @@ want=${MLAP2P_EXPECT_VERSION:-}
 here=$(cd "$(dirname "$0")" && pwd)
 
 if [ -z "$ko" ]; then
-	echo "SKIP: no MLAP2P_DKMS_MODULE (run by tools/install-check)"
+	echo "SKIP: no MLAP2P_DKMS_MODULE (run by scripts/install-check)"
 	exit 4
 fi
 # shellcheck source=selftests/mlap2p/pkg_common.inc

@@ -27,7 +27,9 @@
  * With the same seed each thread makes the same choices; what the kernel
  * answers still depends on how the threads interleave.
  */
-#include "genl_test.h"
+#include "genl_util.h"
+#include "mlap2p_util.h"
+#include "kselftest_harness.h"
 
 #include <pthread.h>
 #include <sys/prctl.h>
@@ -271,7 +273,7 @@ static void add_fd(struct fuzz_worker *w, int fd)
 
 static __u64 rnd_size(struct fuzz_thread *t)
 {
-	const __u64 page = mlap2p_page_size();
+	const __u64 page = kt_page_size();
 
 	switch (rnd_below(&t->rng, 10)) {
 	case 0:
@@ -293,11 +295,11 @@ static __u64 rnd_size(struct fuzz_thread *t)
 
 static __u32 rnd_mla(struct fuzz_thread *t)
 {
-	__u32 total = mlap2p_total_mlas(&t->w->info);
+	__u32 total = kt_total_mlas(&t->w->info);
 
 	if (one_in(&t->rng, 10))
 		return one_in(&t->rng, 2) ? total : (__u32)rnd(&t->rng);
-	return mlap2p_local_mla(&t->w->info) +
+	return kt_local_mla(&t->w->info) +
 	       rnd_below(&t->rng, t->w->info.num_devices);
 }
 
@@ -308,17 +310,17 @@ static void op_alloc(struct fuzz_thread *t, int fd)
 	__u64 size = rnd_size(t);
 	int ret;
 
-	mlap2p_alloc_args(&a, size, rnd_mla(t));
+	kt_alloc_args(&a, size, rnd_mla(t));
 	if (one_in(&t->rng, 6))
 		a.flags = one_in(&t->rng, 2) ? MLAP2P_MEM_F_CONTIG :
 					       rnd_field32(&t->rng);
 	a.pad = rnd_field32(&t->rng);
 	a.reserved[rnd_below(&t->rng, 2)] = rnd_field64(&t->rng);
-	ret = mlap2p_ioctl(fd, MLAP2P_IOC_MEM_ALLOC, &a);
+	ret = kt_ioctl(fd, MLAP2P_IOC_MEM_ALLOC, &a);
 	expect(t, "MEM_ALLOC", ret, ok_alloc);
 	if (ret)
 		return;
-	if (a.alloc_size != mlap2p_round_up(size, mlap2p_page_size()) ||
+	if (a.alloc_size != kt_round_up(size, kt_page_size()) ||
 	    a.flags & ~MLAP2P_MEM_F_ALL || a.pad || a.reserved[0] ||
 	    a.reserved[1])
 		bad(t, "MEM_ALLOC result", 0);
@@ -346,10 +348,10 @@ static void op_release(struct fuzz_thread *t, int fd)
 		h.owned = one_in(&t->rng, 2);
 	}
 	owned = one_in(&t->rng, 8) ? !h.owned : h.owned;
-	mlap2p_handle_args(&op, h.id);
+	kt_handle_args(&op, h.id);
 	op.flags = rnd_field32(&t->rng);
 	op.reserved = rnd_field64(&t->rng);
-	ret = mlap2p_ioctl(h.fd, owned ? MLAP2P_IOC_MEM_FREE :
+	ret = kt_ioctl(h.fd, owned ? MLAP2P_IOC_MEM_FREE :
 					 MLAP2P_IOC_IPC_CLOSE_HANDLE, &op);
 	expect(t, owned ? "MEM_FREE" : "IPC_CLOSE_HANDLE", ret, ok_release);
 	if (!ret || ret == -ENOENT)
@@ -364,12 +366,12 @@ static void op_export(struct fuzz_thread *t)
 
 	if (!pick_handle(t, &h))
 		return;
-	mlap2p_ipc_get_args(&g, h.id, one_in(&t->rng, 3) ?
+	kt_ipc_get_args(&g, h.id, one_in(&t->rng, 3) ?
 				       MLAP2P_IPC_F_RDONLY : 0);
 	if (one_in(&t->rng, 10))
 		g.flags = rnd_field32(&t->rng);
 	g.reserved[rnd_below(&t->rng, 2)] = rnd_field64(&t->rng);
-	ret = mlap2p_ioctl(h.fd, MLAP2P_IOC_IPC_GET_HANDLE, &g);
+	ret = kt_ioctl(h.fd, MLAP2P_IOC_IPC_GET_HANDLE, &g);
 	expect(t, "IPC_GET_HANDLE", ret, ok_get);
 	if (ret)
 		return;
@@ -403,14 +405,14 @@ static void op_import(struct fuzz_thread *t, int fd)
 	       sizeof(ipc));
 	if (one_in(&t->rng, 4))
 		mutate(t, ipc, sizeof(ipc));
-	mlap2p_ipc_open_args(&o, ipc);
+	kt_ipc_open_args(&o, ipc);
 	o.flags = rnd_field32(&t->rng);
 	o.reserved[rnd_below(&t->rng, 2)] = rnd_field64(&t->rng);
-	ret = mlap2p_ioctl(fd, MLAP2P_IOC_IPC_OPEN_HANDLE, &o);
+	ret = kt_ioctl(fd, MLAP2P_IOC_IPC_OPEN_HANDLE, &o);
 	expect(t, "IPC_OPEN_HANDLE", ret, ok_open);
 	if (ret)
 		return;
-	if (o.access > 1 || !o.size || o.size % mlap2p_page_size())
+	if (o.access > 1 || !o.size || o.size % kt_page_size())
 		bad(t, "IPC_OPEN_HANDLE result", 0);
 	__atomic_add_fetch(&t->w->sh->ok_opens, 1, __ATOMIC_RELAXED);
 	h.fd = fd;
@@ -432,24 +434,24 @@ static void op_query(struct fuzz_thread *t, int fd)
 
 	switch (rnd_below(&t->rng, 4)) {
 	case 0:
-		expect(t, "GET_INFO", mlap2p_get_info(fd, &info), ok_info);
+		expect(t, "GET_INFO", kt_get_info(fd, &info), ok_info);
 		break;
 	case 1:
-		mlap2p_dev_info_args(&d, rnd_mla(t));
+		kt_dev_info_args(&d, rnd_mla(t));
 		d.flags = rnd_field32(&t->rng);
 		d.reserved[rnd_below(&t->rng, 2)] = rnd_field64(&t->rng);
 		expect(t, "DEV_INFO",
-		       mlap2p_ioctl(fd, MLAP2P_IOC_DEV_INFO, &d), ok_dev_info);
+		       kt_ioctl(fd, MLAP2P_IOC_DEV_INFO, &d), ok_dev_info);
 		break;
 	case 2:
 		cores = t->w->info.cores_per_node * t->w->info.pod_nodes + 2;
-		mlap2p_peer_args(&q, rnd_below(&t->rng, cores),
+		kt_peer_args(&q, rnd_below(&t->rng, cores),
 				 one_in(&t->rng, 10) ? (__u32)rnd(&t->rng) :
 				 rnd_below(&t->rng, cores));
 		q.flags = rnd_field32(&t->rng);
 		q.reserved[rnd_below(&t->rng, 2)] = rnd_field64(&t->rng);
 		expect(t, "CAN_ACCESS_PEER",
-		       mlap2p_ioctl(fd, MLAP2P_IOC_CAN_ACCESS_PEER, &q),
+		       kt_ioctl(fd, MLAP2P_IOC_CAN_ACCESS_PEER, &q),
 		       ok_peer);
 		break;
 	default:
@@ -457,11 +459,11 @@ static void op_query(struct fuzz_thread *t, int fd)
 			h.fd = fd;
 			h.id = rnd_below(&t->rng, 64);
 		}
-		mlap2p_region_info_args(&ri, h.id);
+		kt_region_info_args(&ri, h.id);
 		ri.flags = rnd_field32(&t->rng);
 		ri.reserved[rnd_below(&t->rng, 2)] = rnd_field64(&t->rng);
 		expect(t, "REGION_INFO",
-		       mlap2p_ioctl(h.fd, MLAP2P_IOC_REGION_INFO, &ri),
+		       kt_ioctl(h.fd, MLAP2P_IOC_REGION_INFO, &ri),
 		       ok_region);
 		break;
 	}
@@ -518,7 +520,7 @@ static void op_raw_ioctl(struct fuzz_thread *t, int fd)
 
 static void op_map(struct fuzz_thread *t)
 {
-	const size_t page = mlap2p_page_size();
+	const size_t page = kt_page_size();
 	struct fuzz_worker *w = t->w;
 	struct fuzz_handle h;
 	size_t len, off;
@@ -555,7 +557,7 @@ static void op_map(struct fuzz_thread *t)
 /* Touch, mprotect, mremap, madvise or unmap a mapping of this process. */
 static void op_vma(struct fuzz_thread *t)
 {
-	const size_t page = mlap2p_page_size();
+	const size_t page = kt_page_size();
 	struct fuzz_worker *w = t->w;
 	struct fuzz_map *m;
 	volatile char *c;
@@ -673,7 +675,7 @@ static void op_fds(struct fuzz_thread *t)
 	pthread_rwlock_wrlock(&w->fdlock);
 	switch (rnd_below(&t->rng, 5)) {
 	case 0:
-		fd = mlap2p_dev_open();
+		fd = kt_dev_open();
 		if (fd >= 0)
 			add_fd(w, fd);
 		break;
@@ -893,12 +895,12 @@ static int worker_main(struct fuzz_worker *w)
 
 	if (prctl(PR_SET_PDEATHSIG, SIGKILL))
 		return 2;
-	if (w->nobody && mlap2p_become_nobody())
+	if (w->nobody && kt_become_nobody())
 		return 3;
 	pthread_rwlock_init(&w->fdlock, NULL);
 	pthread_mutex_init(&w->lock, NULL);
 	pthread_mutex_init(&w->genl_lock, NULL);
-	fd = mlap2p_dev_open();
+	fd = kt_dev_open();
 	if (fd < 0)
 		return 4;
 	add_fd(w, fd);
@@ -938,13 +940,13 @@ FIXTURE(fuzz) {
 FIXTURE_SETUP(fuzz)
 {
 	self->params = geteuid() == 0 &&
-		       !mlap2p_param_read("max_regions_per_file",
+		       !kt_param_read("max_regions_per_file",
 					  &self->regions) &&
-		       !mlap2p_param_read("max_bytes_per_file_mb", &self->mb);
+		       !kt_param_read("max_bytes_per_file_mb", &self->mb);
 	if (self->params) {
-		ASSERT_EQ(0, mlap2p_param_write("max_regions_per_file",
+		ASSERT_EQ(0, kt_param_write("max_regions_per_file",
 						FUZZ_REGIONS_PER_FILE));
-		ASSERT_EQ(0, mlap2p_param_write("max_bytes_per_file_mb",
+		ASSERT_EQ(0, kt_param_write("max_bytes_per_file_mb",
 						FUZZ_MB_PER_FILE));
 	}
 }
@@ -952,16 +954,16 @@ FIXTURE_SETUP(fuzz)
 FIXTURE_TEARDOWN(fuzz)
 {
 	if (self->params) {
-		EXPECT_EQ(0, mlap2p_param_write("max_regions_per_file",
+		EXPECT_EQ(0, kt_param_write("max_regions_per_file",
 						self->regions));
-		EXPECT_EQ(0, mlap2p_param_write("max_bytes_per_file_mb",
+		EXPECT_EQ(0, kt_param_write("max_bytes_per_file_mb",
 						self->mb));
 	}
 }
 
 TEST_F_TIMEOUT(fuzz, uapi_and_genl, FUZZ_MAX_SECONDS + 60)
 {
-	struct mlap2p_counters before, after;
+	struct kt_counters before, after;
 	struct fuzz_worker w[FUZZ_PROCS];
 	int ring[FUZZ_PROCS][2];
 	struct fuzz_shared *sh;
@@ -985,9 +987,9 @@ TEST_F_TIMEOUT(fuzz, uapi_and_genl, FUZZ_MAX_SECONDS + 60)
 	/* The harness leaves with _exit(): flush, or the seed is lost. */
 	fflush(stdout);
 
-	fd = mlap2p_dev_open();
+	fd = kt_dev_open();
 	ASSERT_LE(0, fd);
-	ASSERT_EQ(0, mlap2p_get_info(fd, &info));
+	ASSERT_EQ(0, kt_get_info(fd, &info));
 	close(fd);
 	memset(&topo, 0, sizeof(topo));
 	gt_topo_none(&topo);
@@ -995,7 +997,7 @@ TEST_F_TIMEOUT(fuzz, uapi_and_genl, FUZZ_MAX_SECONDS + 60)
 		gt_get_topo(&gs, &topo);
 		gt_close(&gs);
 	}
-	ASSERT_EQ(0, mlap2p_counters_read(&before));
+	ASSERT_EQ(0, kt_counters_read(&before));
 
 	sh = mmap(NULL, sizeof(*sh), PROT_READ | PROT_WRITE,
 		  MAP_SHARED | MAP_ANONYMOUS, -1, 0);
@@ -1026,7 +1028,7 @@ TEST_F_TIMEOUT(fuzz, uapi_and_genl, FUZZ_MAX_SECONDS + 60)
 		close(ring[i][1]);
 	}
 	for (i = 0; i < FUZZ_PROCS; i++)
-		EXPECT_EQ(0, mlap2p_wait(pid[i])) {
+		EXPECT_EQ(0, kt_wait(pid[i])) {
 			TH_LOG("worker %d", i);
 		}
 
@@ -1045,13 +1047,13 @@ TEST_F_TIMEOUT(fuzz, uapi_and_genl, FUZZ_MAX_SECONDS + 60)
 	EXPECT_LT(0, sh->ok_maps);
 
 	/* Every process is gone: the live counters are back. */
-	EXPECT_TRUE(mlap2p_counters_settle(&before, &after, 5000)) {
-		mlap2p_counters_log("before", &before);
-		mlap2p_counters_log("after", &after);
+	EXPECT_TRUE(kt_counters_settle(&before, &after, 5000)) {
+		kt_counters_log("before", &before);
+		kt_counters_log("after", &after);
 	}
-	ASSERT_EQ(0, mlap2p_counters_read(&after));
+	ASSERT_EQ(0, kt_counters_read(&after));
 	EXPECT_LE(before.allocs, after.allocs);
 	munmap(sh, sizeof(*sh));
 }
 
-MLAP2P_TEST_MAIN
+KT_TEST_MAIN

@@ -7,7 +7,8 @@
  * exiting frees its region with an event too; a topology change sends its
  * summary; and only CAP_SYS_ADMIN may join the group.
  */
-#include "genl_test.h"
+#include "genl_util.h"
+#include "kselftest_harness.h"
 
 #define EVENT_WAIT_MS	2000
 
@@ -23,9 +24,9 @@ FIXTURE_SETUP(events)
 {
 	self->s.fd = -1;
 	self->ev.fd = -1;
-	self->fd = mlap2p_dev_open();
+	self->fd = kt_dev_open();
 	ASSERT_LE(0, self->fd);
-	ASSERT_EQ(0, mlap2p_get_info(self->fd, &self->info));
+	ASSERT_EQ(0, kt_get_info(self->fd, &self->info));
 	if (!(self->info.features & MLAP2P_FEAT_GENL))
 		SKIP(return, "module built without the genl family");
 	if (geteuid() != 0)
@@ -71,7 +72,7 @@ static void next_event(struct gt_sock *s, struct event *e)
 		e->cmd = -EPROTO;
 		return;
 	}
-	e->pid = gt_u32(tb[MLAP2P_A_PID], MLAP2P_POISON32);
+	e->pid = gt_u32(tb[MLAP2P_A_PID], KT_POISON32);
 	if (e->cmd == MLAP2P_CMD_EVENT_TOPO_CHANGE)
 		gt_topo_parse(tb, &e->topo);
 	else if (gt_region_parse(tb[MLAP2P_A_REGION], &e->r))
@@ -91,19 +92,19 @@ TEST_F(events, region_life_in_order)
 	struct mlap2p_region_info ri;
 	struct mlap2p_mem_alloc a;
 	struct mlap2p_ipc_open o;
-	__u32 mla = mlap2p_local_mla(&self->info) + 3;
+	__u32 mla = kt_local_mla(&self->info) + 3;
 	pid_t me = getpid();
 	struct event e;
 	int fd2;
 
-	fd2 = mlap2p_dev_open();
+	fd2 = kt_dev_open();
 	ASSERT_LE(0, fd2);
-	ASSERT_EQ(0, mlap2p_alloc(self->fd, 3 << 20, mla, &a));
-	ASSERT_EQ(0, mlap2p_region_info(self->fd, a.handle, &ri));
-	ASSERT_EQ(0, mlap2p_export(self->fd, a.handle, 0, ipc));
-	ASSERT_EQ(0, mlap2p_import(fd2, ipc, &o));
-	ASSERT_EQ(0, mlap2p_close_handle(fd2, o.handle));
-	ASSERT_EQ(0, mlap2p_free(self->fd, a.handle));
+	ASSERT_EQ(0, kt_alloc(self->fd, 3 << 20, mla, &a));
+	ASSERT_EQ(0, kt_region_info(self->fd, a.handle, &ri));
+	ASSERT_EQ(0, kt_export(self->fd, a.handle, 0, ipc));
+	ASSERT_EQ(0, kt_import(fd2, ipc, &o));
+	ASSERT_EQ(0, kt_close_handle(fd2, o.handle));
+	ASSERT_EQ(0, kt_free(self->fd, a.handle));
 	close(fd2);
 
 	next_event(&self->ev, &e);
@@ -147,11 +148,11 @@ TEST_F(events, owner_exit_frees_with_an_event)
 	pid = fork();
 	ASSERT_LE(0, pid);
 	if (pid == 0) {
-		int fd = mlap2p_dev_open();
+		int fd = kt_dev_open();
 
 		close(self->fd);
-		if (fd < 0 || mlap2p_alloc(fd, 1 << 20,
-					   mlap2p_local_mla(&self->info), &a))
+		if (fd < 0 || kt_alloc(fd, 1 << 20,
+				       kt_local_mla(&self->info), &a))
 			_exit(1);
 		_exit(0);	/* the file closes with the process */
 	}
@@ -176,8 +177,8 @@ TEST_F(events, owner_exit_frees_with_an_event)
  */
 TEST_F(events, failed_export_changes_nothing)
 {
-	const size_t page = mlap2p_page_size();
-	struct mlap2p_counters before, now;
+	const size_t page = kt_page_size();
+	struct kt_counters before, now;
 	__u8 ipc[MLAP2P_IPC_HANDLE_SIZE];
 	static struct gt_regions l;
 	struct mlap2p_region_info ri;
@@ -186,23 +187,23 @@ TEST_F(events, failed_export_changes_nothing)
 	struct event e;
 	pid_t pid;
 
-	ASSERT_EQ(0, mlap2p_alloc(self->fd, page,
-				  mlap2p_local_mla(&self->info), &a));
-	ASSERT_EQ(0, mlap2p_region_info(self->fd, a.handle, &ri));
+	ASSERT_EQ(0, kt_alloc(self->fd, page,
+				  kt_local_mla(&self->info), &a));
+	ASSERT_EQ(0, kt_region_info(self->fd, a.handle, &ri));
 	next_event(&self->ev, &e);
 	EXPECT_EVENT(&e, MLAP2P_CMD_EVENT_REGION_NEW, ri.region_id, getpid());
-	ASSERT_EQ(0, mlap2p_counters_read(&before));
+	ASSERT_EQ(0, kt_counters_read(&before));
 
 	g = mmap(NULL, page, PROT_READ | PROT_WRITE,
 		 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	ASSERT_NE(MAP_FAILED, g);
-	mlap2p_ipc_get_args(g, a.handle, 0);
+	kt_ipc_get_args(g, a.handle, 0);
 	ASSERT_EQ(0, mprotect(g, page, PROT_READ));
-	EXPECT_EQ(-EFAULT, mlap2p_ioctl(self->fd, MLAP2P_IOC_IPC_GET_HANDLE,
+	EXPECT_EQ(-EFAULT, kt_ioctl(self->fd, MLAP2P_IOC_IPC_GET_HANDLE,
 					g));
 	munmap(g, page);
 
-	ASSERT_EQ(0, mlap2p_counters_read(&now));
+	ASSERT_EQ(0, kt_counters_read(&now));
 	EXPECT_EQ(before.exports, now.exports);
 	ASSERT_EQ(0, gt_get_regions(&self->s, ri.region_id, MLAP2P_NO_MLA,
 				    &l));
@@ -213,18 +214,18 @@ TEST_F(events, failed_export_changes_nothing)
 	pid = fork();
 	ASSERT_LE(0, pid);
 	if (pid == 0)
-		_exit(mlap2p_become_nobody() ? 10 :
-		      mlap2p_export(self->fd, a.handle, 0, ipc) ? 11 : 0);
-	EXPECT_EQ(0, mlap2p_wait(pid));
+		_exit(kt_become_nobody() ? 10 :
+		      kt_export(self->fd, a.handle, 0, ipc) ? 11 : 0);
+	EXPECT_EQ(0, kt_wait(pid));
 	/* Root's export now meets nobody's pinned euid. */
-	EXPECT_EQ(-EACCES, mlap2p_export(self->fd, a.handle, 0, ipc));
+	EXPECT_EQ(-EACCES, kt_export(self->fd, a.handle, 0, ipc));
 
 	/* The only EXPORT event is nobody's. */
 	next_event(&self->ev, &e);
 	EXPECT_EVENT(&e, MLAP2P_CMD_EVENT_REGION_EXPORT, ri.region_id, pid);
-	ASSERT_EQ(0, mlap2p_counters_read(&now));
+	ASSERT_EQ(0, kt_counters_read(&now));
 	EXPECT_EQ(before.exports + 1, now.exports);
-	EXPECT_EQ(0, mlap2p_free(self->fd, a.handle));
+	EXPECT_EQ(0, kt_free(self->fd, a.handle));
 	next_event(&self->ev, &e);
 	EXPECT_EVENT(&e, MLAP2P_CMD_EVENT_REGION_FREE, ri.region_id, getpid());
 }
@@ -273,4 +274,4 @@ TEST_F(events, joining_needs_cap_sys_admin)
 	EXPECT_EQ(0, WEXITSTATUS(status));
 }
 
-MLAP2P_TEST_MAIN
+KT_TEST_MAIN

@@ -8,7 +8,8 @@
  * its own files hold, owned or imported); and dumps that stay consistent
  * while other processes allocate and free as fast as they can.
  */
-#include "genl_test.h"
+#include "genl_util.h"
+#include "kselftest_harness.h"
 
 #include <sys/prctl.h>
 
@@ -22,15 +23,15 @@ FIXTURE(region) {
 FIXTURE_SETUP(region)
 {
 	self->s.fd = -1;
-	self->fd = mlap2p_dev_open();
+	self->fd = kt_dev_open();
 	ASSERT_LE(0, self->fd);
-	ASSERT_EQ(0, mlap2p_get_info(self->fd, &self->info));
+	ASSERT_EQ(0, kt_get_info(self->fd, &self->info));
 	if (!(self->info.features & MLAP2P_FEAT_GENL))
 		SKIP(return, "module built without the genl family");
 	if (geteuid() != 0)
 		SKIP(return, "needs root (CAP_SYS_ADMIN sees every region)");
 	ASSERT_EQ(0, gt_connect(&self->s));
-	self->mla = mlap2p_local_mla(&self->info);
+	self->mla = kt_local_mla(&self->info);
 }
 
 FIXTURE_TEARDOWN(region)
@@ -52,8 +53,8 @@ TEST_F(region, get_one_follows_its_life)
 	void *p;
 	int fd2;
 
-	ASSERT_EQ(0, mlap2p_alloc(self->fd, 5 << 20, self->mla + 2, &a));
-	ASSERT_EQ(0, mlap2p_region_info(self->fd, a.handle, &ri));
+	ASSERT_EQ(0, kt_alloc(self->fd, 5 << 20, self->mla + 2, &a));
+	ASSERT_EQ(0, kt_region_info(self->fd, a.handle, &ri));
 
 	ASSERT_EQ(0, gt_get_regions(&self->s, ri.region_id, MLAP2P_NO_MLA,
 				    &list));
@@ -69,11 +70,11 @@ TEST_F(region, get_one_follows_its_life)
 	EXPECT_FALSE(r->exported);
 
 	/* Exported, imported by another file, mapped there. */
-	fd2 = mlap2p_dev_open();
+	fd2 = kt_dev_open();
 	ASSERT_LE(0, fd2);
-	ASSERT_EQ(0, mlap2p_export(self->fd, a.handle, 0, ipc));
-	ASSERT_EQ(0, mlap2p_import(fd2, ipc, &o));
-	p = mlap2p_map(fd2, o.mmap_cookie, 1 << 20, PROT_READ);
+	ASSERT_EQ(0, kt_export(self->fd, a.handle, 0, ipc));
+	ASSERT_EQ(0, kt_import(fd2, ipc, &o));
+	p = kt_map(fd2, o.mmap_cookie, 1 << 20, PROT_READ);
 	ASSERT_NE(MAP_FAILED, p);
 	ASSERT_EQ(0, gt_get_regions(&self->s, ri.region_id, MLAP2P_NO_MLA,
 				    &list));
@@ -83,7 +84,7 @@ TEST_F(region, get_one_follows_its_life)
 	EXPECT_EQ(1, list.r[0].mappings);
 
 	/* The owner lets go: still live, owner pid 0. */
-	ASSERT_EQ(0, mlap2p_free(self->fd, a.handle));
+	ASSERT_EQ(0, kt_free(self->fd, a.handle));
 	ASSERT_EQ(0, gt_get_regions(&self->s, ri.region_id, MLAP2P_NO_MLA,
 				    &list));
 	ASSERT_EQ(1, list.nr);
@@ -91,7 +92,7 @@ TEST_F(region, get_one_follows_its_life)
 
 	/* The last references go: no such region. */
 	munmap(p, 1 << 20);
-	ASSERT_EQ(0, mlap2p_close_handle(fd2, o.handle));
+	ASSERT_EQ(0, kt_close_handle(fd2, o.handle));
 	close(fd2);
 	EXPECT_EQ(-ENOENT, gt_get_regions(&self->s, ri.region_id,
 					  MLAP2P_NO_MLA, &list));
@@ -178,9 +179,9 @@ TEST_F(region, dump_in_id_order_with_mla_filter)
 	int i, found;
 
 	for (i = 0; i < 4; i++) {
-		ASSERT_EQ(0, mlap2p_alloc(self->fd, (i + 1) << 20,
-					  self->mla + (i & 1), &a[i]));
-		ASSERT_EQ(0, mlap2p_region_info(self->fd, a[i].handle, &ri));
+		ASSERT_EQ(0, kt_alloc(self->fd, (i + 1) << 20,
+				      self->mla + (i & 1), &a[i]));
+		ASSERT_EQ(0, kt_region_info(self->fd, a[i].handle, &ri));
 		ids[i] = ri.region_id;
 	}
 	ASSERT_EQ(0, gt_get_regions(&self->s, 0, MLAP2P_NO_MLA, &list));
@@ -204,7 +205,7 @@ TEST_F(region, dump_in_id_order_with_mla_filter)
 	EXPECT_EQ(2, found);
 
 	for (i = 0; i < 4; i++)
-		EXPECT_EQ(0, mlap2p_free(self->fd, a[i].handle));
+		EXPECT_EQ(0, kt_free(self->fd, a[i].handle));
 	ASSERT_EQ(0, gt_get_regions(&self->s, 0, MLAP2P_NO_MLA, &list));
 	for (i = 0; i < 4; i++)
 		EXPECT_EQ(NULL, gt_regions_find(&list, ids[i]));
@@ -264,10 +265,10 @@ static int exporter(int wr, int rd, __u32 mla, __u64 root_id)
 
 	if (gt_become_nobody())
 		return 20;
-	fd = mlap2p_dev_open();
-	if (fd < 0 || mlap2p_alloc(fd, 1 << 20, mla, &a) ||
-	    mlap2p_region_info(fd, a.handle, &ri) ||
-	    mlap2p_export(fd, a.handle, 0, ipc))
+	fd = kt_dev_open();
+	if (fd < 0 || kt_alloc(fd, 1 << 20, mla, &a) ||
+	    kt_region_info(fd, a.handle, &ri) ||
+	    kt_export(fd, a.handle, 0, ipc))
 		return 21;
 	if (write(wr, &ri.region_id, 8) != 8 || write(wr, ipc, sizeof(ipc)) !=
 	    sizeof(ipc))
@@ -299,8 +300,8 @@ static int importer(int rd, int wr, __u64 root_id)
 	ret = dump_sees_only(NULL, 0);
 	if (ret)
 		return ret + 10;
-	fd = mlap2p_dev_open();
-	if (fd < 0 || mlap2p_import(fd, ipc, &o))
+	fd = kt_dev_open();
+	if (fd < 0 || kt_import(fd, ipc, &o))
 		return 42;
 	ret = dump_sees_only(&id, 1);
 	if (ret)
@@ -320,8 +321,8 @@ TEST_F(region, unprivileged_sees_only_its_own)
 	pid_t exp_pid, imp_pid;
 
 	/* Root's region, which nobody must not see. */
-	ASSERT_EQ(0, mlap2p_alloc(self->fd, 1 << 20, self->mla, &a));
-	ASSERT_EQ(0, mlap2p_region_info(self->fd, a.handle, &ri));
+	ASSERT_EQ(0, kt_alloc(self->fd, 1 << 20, self->mla, &a));
+	ASSERT_EQ(0, kt_region_info(self->fd, a.handle, &ri));
 	ASSERT_EQ(0, pipe(to_imp));
 	ASSERT_EQ(0, pipe(to_exp));
 
@@ -357,7 +358,7 @@ TEST_F(region, unprivileged_sees_only_its_own)
 	/* Root sees its own region still. */
 	ASSERT_EQ(0, gt_get_regions(&self->s, ri.region_id, MLAP2P_NO_MLA,
 				    &list));
-	EXPECT_EQ(0, mlap2p_free(self->fd, a.handle));
+	EXPECT_EQ(0, kt_free(self->fd, a.handle));
 }
 
 /*
@@ -385,16 +386,16 @@ static int dups_child(__u32 mla, unsigned long max_handles)
 
 	if (gt_become_nobody())
 		return 40;
-	fd = mlap2p_dev_open();
-	if (fd < 0 || mlap2p_alloc(fd, 4096, mla, &a) ||
-	    mlap2p_region_info(fd, a.handle, &ri) ||
-	    mlap2p_export(fd, a.handle, 0, ipc))
+	fd = kt_dev_open();
+	if (fd < 0 || kt_alloc(fd, 4096, mla, &a) ||
+	    kt_region_info(fd, a.handle, &ri) ||
+	    kt_export(fd, a.handle, 0, ipc))
 		return 41;
 	for (i = 1; i < max_handles; i++)
-		if (mlap2p_import(fd, ipc, &o))
+		if (kt_import(fd, ipc, &o))
 			return 42;
 	/* The file is full: the import limit holds. */
-	if (mlap2p_import(fd, ipc, &o) != -ENOSPC)
+	if (kt_import(fd, ipc, &o) != -ENOSPC)
 		return 43;
 	for (i = 0; i < DUPS; i++)
 		if (dup(fd) < 0)
@@ -422,20 +423,20 @@ TEST_F_TIMEOUT(region, fd_dups_cost_nothing, 120)
 	struct mlap2p_mem_alloc a;
 	pid_t pid;
 
-	ASSERT_EQ(0, mlap2p_param_read("max_regions_per_file", &max_handles));
+	ASSERT_EQ(0, kt_param_read("max_regions_per_file", &max_handles));
 	if (max_handles > 4096)
 		SKIP(return, "max_regions_per_file %lu: the test wants <= 4096",
 		     max_handles);
 	/* A region of root's, which nobody must not see. */
-	ASSERT_EQ(0, mlap2p_alloc(self->fd, 4096, self->mla, &a));
+	ASSERT_EQ(0, kt_alloc(self->fd, 4096, self->mla, &a));
 	pid = fork();
 	ASSERT_LE(0, pid);
 	if (pid == 0) {
 		close(self->fd);
 		_exit(dups_child(self->mla, max_handles));
 	}
-	EXPECT_EQ(0, mlap2p_wait(pid));
-	EXPECT_EQ(0, mlap2p_free(self->fd, a.handle));
+	EXPECT_EQ(0, kt_wait(pid));
+	EXPECT_EQ(0, kt_free(self->fd, a.handle));
 }
 
 /* ------------------------------------------------------------------ */
@@ -455,17 +456,17 @@ static void churn(__u32 mla, unsigned int seed)
 	/* Die with the test, however it ends. */
 	if (prctl(PR_SET_PDEATHSIG, SIGKILL) || getppid() == 1)
 		_exit(51);
-	fd = mlap2p_dev_open();
+	fd = kt_dev_open();
 	if (fd < 0)
 		_exit(50);
 	for (;;) {
 		for (i = 0; i < 8; i++)
-			if (mlap2p_alloc(fd, 4096 << (seed++ % 4), mla + (i % 2),
-					 &a[i]))
+			if (kt_alloc(fd, 4096 << (seed++ % 4), mla + (i % 2),
+				     &a[i]))
 				a[i].handle = 0;
 		for (i = 0; i < 8; i++)
 			if (a[i].handle)
-				mlap2p_free(fd, a[i].handle);
+				kt_free(fd, a[i].handle);
 	}
 }
 
@@ -479,8 +480,8 @@ TEST_F_TIMEOUT(region, dump_consistent_under_churn, 120)
 
 	/* Enough regions that a dump takes several passes. */
 	for (i = 0; i < STABLE; i++) {
-		ASSERT_EQ(0, mlap2p_alloc(self->fd, 4096, self->mla, &a[i]));
-		ASSERT_EQ(0, mlap2p_region_info(self->fd, a[i].handle, &ri));
+		ASSERT_EQ(0, kt_alloc(self->fd, 4096, self->mla, &a[i]));
+		ASSERT_EQ(0, kt_region_info(self->fd, a[i].handle, &ri));
 		ids[i] = ri.region_id;
 	}
 	for (i = 0; i < CHURNERS; i++) {
@@ -527,7 +528,7 @@ TEST_F_TIMEOUT(region, dump_consistent_under_churn, 120)
 		waitpid(pids[i], NULL, 0);
 	}
 	for (i = 0; i < STABLE; i++)
-		EXPECT_EQ(0, mlap2p_free(self->fd, a[i].handle));
+		EXPECT_EQ(0, kt_free(self->fd, a[i].handle));
 	TH_LOG("%d dumps, %d flagged NLM_F_DUMP_INTR, up to %d regions",
 	       DUMPS, intr, seen_max);
 }
@@ -590,8 +591,8 @@ static void alloc_and_free(void *arg)
 	struct churn_once *c = arg;
 	struct mlap2p_mem_alloc a;
 
-	if (!mlap2p_alloc(c->fd, 4096, c->mla, &a))
-		mlap2p_free(c->fd, a.handle);
+	if (!kt_alloc(c->fd, 4096, c->mla, &a))
+		kt_free(c->fd, a.handle);
 }
 
 #define MANY	1500
@@ -607,8 +608,8 @@ TEST_F_TIMEOUT(region, dump_flags_a_change_between_passes, 120)
 	int i, reads;
 
 	for (i = 0; i < MANY; i++) {
-		ASSERT_EQ(0, mlap2p_alloc(self->fd, 4096, self->mla, &a[i]));
-		ASSERT_EQ(0, mlap2p_region_info(self->fd, a[i].handle, &ri));
+		ASSERT_EQ(0, kt_alloc(self->fd, 4096, self->mla, &a[i]));
+		ASSERT_EQ(0, kt_region_info(self->fd, a[i].handle, &ri));
 		ids[i] = ri.region_id;
 	}
 
@@ -637,7 +638,7 @@ TEST_F_TIMEOUT(region, dump_flags_a_change_between_passes, 120)
 		ASSERT_NE(NULL, gt_regions_find(&busy_list, ids[i]));
 	}
 	for (i = 0; i < MANY; i++)
-		EXPECT_EQ(0, mlap2p_free(self->fd, a[i].handle));
+		EXPECT_EQ(0, kt_free(self->fd, a[i].handle));
 }
 
-MLAP2P_TEST_MAIN
+KT_TEST_MAIN

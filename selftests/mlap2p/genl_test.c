@@ -13,7 +13,8 @@
  * back in the teardown.  Region tests are in genl_region_test.c, events in
  * genl_events_test.c.
  */
-#include "genl_test.h"
+#include "genl_util.h"
+#include "kselftest_harness.h"
 
 FIXTURE(genl) {
 	struct gt_sock s;
@@ -25,9 +26,9 @@ FIXTURE(genl) {
 FIXTURE_SETUP(genl)
 {
 	self->s.fd = -1;
-	self->fd = mlap2p_dev_open();
+	self->fd = kt_dev_open();
 	ASSERT_LE(0, self->fd);
-	ASSERT_EQ(0, mlap2p_get_info(self->fd, &self->info));
+	ASSERT_EQ(0, kt_get_info(self->fd, &self->info));
 	if (!(self->info.features & MLAP2P_FEAT_GENL))
 		SKIP(return, "module built without the genl family");
 	ASSERT_EQ(0, gt_connect(&self->s));
@@ -120,8 +121,8 @@ static int topo_dump_cb(const struct nlmsghdr *nlh, void *arg)
 	    cmd != MLAP2P_CMD_GET_TOPO || !tb[MLAP2P_A_DEV] ||
 	    gt_parse_nested(tb[MLAP2P_A_DEV], d, MLAP2P_A_DEV_MAX))
 		goto bad;
-	mla = gt_u32(d[MLAP2P_A_DEV_MLA], MLAP2P_POISON32);
-	if (mla != td->next++ || mlap2p_dev_info(td->fd, mla, &di))
+	mla = gt_u32(d[MLAP2P_A_DEV_MLA], KT_POISON32);
+	if (mla != td->next++ || kt_dev_info(td->fd, mla, &di))
 		goto bad;
 	if (gt_u32(d[MLAP2P_A_DEV_NODE], 0) != di.node ||
 	    gt_u32(d[MLAP2P_A_DEV_PEER_MLA], 0) != di.peer_mla ||
@@ -166,7 +167,7 @@ TEST_F(genl, get_topo_dump_matches_dev_info)
 
 	ASSERT_EQ(0, dump_topo(&self->s, &td));
 	EXPECT_EQ(0, td.bad);
-	EXPECT_EQ(mlap2p_total_mlas(&self->info), td.next);
+	EXPECT_EQ(kt_total_mlas(&self->info), td.next);
 	EXPECT_FALSE(self->s.intr);
 }
 
@@ -175,12 +176,12 @@ TEST_F(genl, get_topo_dump_shows_usage)
 	struct topo_dump td = { .fd = self->fd };
 	struct mlap2p_mem_alloc a;
 
-	ASSERT_EQ(0, mlap2p_alloc(self->fd, 3 << 20,
-				  mlap2p_local_mla(&self->info), &a));
+	ASSERT_EQ(0, kt_alloc(self->fd, 3 << 20,
+			      kt_local_mla(&self->info), &a));
 	ASSERT_EQ(0, dump_topo(&self->s, &td));
 	EXPECT_EQ(0, td.bad);
 	EXPECT_EQ(a.alloc_size, td.used_total);
-	EXPECT_EQ(0, mlap2p_free(self->fd, a.handle));
+	EXPECT_EQ(0, kt_free(self->fd, a.handle));
 }
 
 TEST_F(genl, get_topo_rejects_attributes)
@@ -277,7 +278,7 @@ static const struct {
 	size_t off;
 } stat_sysfs[] = {
 #define STAT_SYSFS(a, f) \
-	{ MLAP2P_A_STAT_##a, offsetof(struct mlap2p_counters, f) }
+	{ MLAP2P_A_STAT_##a, offsetof(struct kt_counters, f) }
 	STAT_SYSFS(ALLOCS, allocs), STAT_SYSFS(FREES, frees),
 	STAT_SYSFS(EXPORTS, exports), STAT_SYSFS(OPENS, opens),
 	STAT_SYSFS(CLOSES, closes), STAT_SYSFS(REJECTED, rejected),
@@ -296,7 +297,7 @@ static const struct {
 static void stats_step(struct __test_metadata *_metadata, struct gt_sock *gs,
 		       struct stats *prev, int attr)
 {
-	struct mlap2p_counters c;
+	struct kt_counters c;
 	struct stats now;
 	size_t k;
 	int i;
@@ -308,7 +309,7 @@ static void stats_step(struct __test_metadata *_metadata, struct gt_sock *gs,
 			       attr);
 		}
 	}
-	if (!mlap2p_counters_read(&c)) {
+	if (!kt_counters_read(&c)) {
 		for (k = 0; k < sizeof(stat_sysfs) / sizeof(stat_sysfs[0]);
 		     k++) {
 			__u64 v;
@@ -330,7 +331,7 @@ static void stats_step(struct __test_metadata *_metadata, struct gt_sock *gs,
  */
 TEST_F(genl, get_stats_follows_alloc_and_free)
 {
-	__u32 mla = mlap2p_local_mla(&self->info), i;
+	__u32 mla = kt_local_mla(&self->info), i;
 	__u8 ipc[MLAP2P_IPC_HANDLE_SIZE];
 	struct stats before, st;
 	struct mlap2p_mem_alloc a;
@@ -346,7 +347,7 @@ TEST_F(genl, get_stats_follows_alloc_and_free)
 	st = before;
 	stats_step(_metadata, &self->s, &st, 0);
 
-	ASSERT_EQ(0, mlap2p_alloc(self->fd, 1 << 20, mla + 1, &a));
+	ASSERT_EQ(0, kt_alloc(self->fd, 1 << 20, mla + 1, &a));
 	stats_step(_metadata, &self->s, &st, MLAP2P_A_STAT_ALLOCS);
 	EXPECT_EQ(before.v[MLAP2P_A_STAT_LIVE_REGIONS] + 1,
 		  st.v[MLAP2P_A_STAT_LIVE_REGIONS]);
@@ -355,23 +356,23 @@ TEST_F(genl, get_stats_follows_alloc_and_free)
 	EXPECT_LE(st.v[MLAP2P_A_STAT_LIVE_BYTES], st.v[MLAP2P_A_STAT_HWM_BYTES]);
 	EXPECT_EQ(before.dev_used[1] + a.alloc_size, st.dev_used[1]);
 
-	ASSERT_EQ(0, mlap2p_export(self->fd, a.handle, 0, ipc));
+	ASSERT_EQ(0, kt_export(self->fd, a.handle, 0, ipc));
 	stats_step(_metadata, &self->s, &st, MLAP2P_A_STAT_EXPORTS);
 
-	fd2 = mlap2p_dev_open();
+	fd2 = kt_dev_open();
 	ASSERT_LE(0, fd2);
-	ASSERT_EQ(0, mlap2p_import(fd2, ipc, &o));
+	ASSERT_EQ(0, kt_import(fd2, ipc, &o));
 	stats_step(_metadata, &self->s, &st, MLAP2P_A_STAT_OPENS);
 
 	ipc[MLAP2P_IPC_HANDLE_SIZE / 2 - 1] ^= 1;	/* in the secret */
-	EXPECT_EQ(-ENOENT, mlap2p_import(fd2, ipc, &refused));
+	EXPECT_EQ(-ENOENT, kt_import(fd2, ipc, &refused));
 	stats_step(_metadata, &self->s, &st, MLAP2P_A_STAT_REJECTED);
 
-	ASSERT_EQ(0, mlap2p_close_handle(fd2, o.handle));
+	ASSERT_EQ(0, kt_close_handle(fd2, o.handle));
 	close(fd2);
 	stats_step(_metadata, &self->s, &st, MLAP2P_A_STAT_CLOSES);
 
-	ASSERT_EQ(0, mlap2p_free(self->fd, a.handle));
+	ASSERT_EQ(0, kt_free(self->fd, a.handle));
 	stats_step(_metadata, &self->s, &st, MLAP2P_A_STAT_FREES);
 	EXPECT_EQ(before.v[MLAP2P_A_STAT_LIVE_REGIONS],
 		  st.v[MLAP2P_A_STAT_LIVE_REGIONS]);
@@ -444,8 +445,8 @@ static void expect_marks_same(struct __test_metadata *_metadata,
  */
 TEST_F(genl, get_stats_per_mla_live_and_hwm)
 {
-	__u32 mla = mlap2p_local_mla(&self->info);
-	size_t pg = mlap2p_page_size();
+	__u32 mla = kt_local_mla(&self->info);
+	size_t pg = kt_page_size();
 	struct mlap2p_mem_alloc a, b;
 	struct stats base, s1, s2, s3, s4;
 	__u64 hwm0, hwm1;
@@ -461,7 +462,7 @@ TEST_F(genl, get_stats_per_mla_live_and_hwm)
 	EXPECT_LE(base.v[MLAP2P_A_STAT_LIVE_MAPPINGS],
 		  base.v[MLAP2P_A_STAT_HWM_MAPPINGS]);
 
-	ASSERT_EQ(0, mlap2p_alloc(self->fd, 3 * pg, mla, &a));
+	ASSERT_EQ(0, kt_alloc(self->fd, 3 * pg, mla, &a));
 	ASSERT_EQ(3 * pg, a.alloc_size);
 	ASSERT_EQ(0, get_stats(&self->s, &s1));
 	hwm0 = max_u64(base.dev_hwm[0], base.dev_live[0] + 3 * pg);
@@ -471,9 +472,9 @@ TEST_F(genl, get_stats_per_mla_live_and_hwm)
 			  base.v[MLAP2P_A_STAT_LIVE_REGIONS] + 1),
 		  s1.v[MLAP2P_A_STAT_HWM_REGIONS]);
 
-	ASSERT_EQ(0, mlap2p_alloc(self->fd, 5 * pg, mla + 1, &b));
+	ASSERT_EQ(0, kt_alloc(self->fd, 5 * pg, mla + 1, &b));
 	ASSERT_EQ(5 * pg, b.alloc_size);
-	p = mlap2p_map(self->fd, b.mmap_cookie, 5 * pg, PROT_READ);
+	p = kt_map(self->fd, b.mmap_cookie, 5 * pg, PROT_READ);
 	ASSERT_NE(MAP_FAILED, p);
 	ASSERT_EQ(0, get_stats(&self->s, &s2));
 	hwm1 = max_u64(base.dev_hwm[1], base.dev_live[1] + 5 * pg);
@@ -488,7 +489,7 @@ TEST_F(genl, get_stats_per_mla_live_and_hwm)
 		  s2.v[MLAP2P_A_STAT_HWM_MAPPINGS]);
 
 	/* Freeing the first region lowers its MLA's live bytes, not the mark. */
-	ASSERT_EQ(0, mlap2p_free(self->fd, a.handle));
+	ASSERT_EQ(0, kt_free(self->fd, a.handle));
 	ASSERT_EQ(0, get_stats(&self->s, &s3));
 	expect_mla(_metadata, &s3, 0, base.dev_live[0], hwm0);
 	expect_mla(_metadata, &s3, 1, base.dev_live[1] + 5 * pg, hwm1);
@@ -496,7 +497,7 @@ TEST_F(genl, get_stats_per_mla_live_and_hwm)
 	expect_marks_same(_metadata, &s2, &s3);
 
 	/* The mapping keeps the second one live after its free. */
-	ASSERT_EQ(0, mlap2p_free(self->fd, b.handle));
+	ASSERT_EQ(0, kt_free(self->fd, b.handle));
 	ASSERT_EQ(0, get_stats(&self->s, &s4));
 	EXPECT_EQ(base.dev_live[1] + 5 * pg, s4.dev_live[1]);
 	ASSERT_EQ(0, munmap(p, 5 * pg));
@@ -516,8 +517,8 @@ TEST_F(genl, get_stats_per_mla_live_and_hwm)
  */
 TEST_F(genl, set_topo_resets_per_mla_hwm)
 {
-	__u32 mla = mlap2p_local_mla(&self->info);
-	size_t pg = mlap2p_page_size();
+	__u32 mla = kt_local_mla(&self->info);
+	size_t pg = kt_page_size();
 	struct stats before, now;
 	struct mlap2p_mem_alloc a;
 	struct gt_topo t;
@@ -526,8 +527,8 @@ TEST_F(genl, set_topo_resets_per_mla_hwm)
 	if (self->info.num_devices < 2)
 		SKIP(return, "needs two MLAs per node");
 	/* A mark to reset, in case nothing set one yet. */
-	ASSERT_EQ(0, mlap2p_alloc(self->fd, pg, mla, &a));
-	ASSERT_EQ(0, mlap2p_free(self->fd, a.handle));
+	ASSERT_EQ(0, kt_alloc(self->fd, pg, mla, &a));
+	ASSERT_EQ(0, kt_free(self->fd, a.handle));
 	ASSERT_EQ(0, get_stats(&self->s, &before));
 	ASSERT_LE(pg, before.dev_hwm[0]);
 
@@ -543,8 +544,8 @@ TEST_F(genl, set_topo_resets_per_mla_hwm)
 		expect_mla(_metadata, &now, i, 0, 0);
 	expect_marks_same(_metadata, &before, &now);
 
-	ASSERT_EQ(0, mlap2p_alloc(self->fd, 2 * pg, mla + 1, &a));
-	ASSERT_EQ(0, mlap2p_free(self->fd, a.handle));
+	ASSERT_EQ(0, kt_alloc(self->fd, 2 * pg, mla + 1, &a));
+	ASSERT_EQ(0, kt_free(self->fd, a.handle));
 	ASSERT_EQ(0, get_stats(&self->s, &now));
 	for (i = 0; i < now.nr_devs; i++)
 		expect_mla(_metadata, &now, i, 0, i == 1 ? 2 * pg : 0);
@@ -584,7 +585,7 @@ TEST_F(genl, set_topo_changes_one_field)
 	EXPECT_EQ(self->saved.generation + 1, now.generation);
 
 	/* The ioctl side answers from the same configuration. */
-	ASSERT_EQ(0, mlap2p_get_info(self->fd, &in));
+	ASSERT_EQ(0, kt_get_info(self->fd, &in));
 	EXPECT_EQ(t.lnc, in.lnc);
 	EXPECT_EQ(now.generation, in.topo_generation);
 	EXPECT_EQ(in.num_devices * in.cores_per_device / in.lnc,
@@ -793,25 +794,25 @@ TEST_F(genl, set_topo_busy_while_a_region_lives)
 	struct gt_topo t, now;
 	int fd2;
 
-	ASSERT_EQ(0, mlap2p_alloc(self->fd, 1 << 20,
-				  mlap2p_local_mla(&self->info), &a));
+	ASSERT_EQ(0, kt_alloc(self->fd, 1 << 20,
+			      kt_local_mla(&self->info), &a));
 	gt_topo_none(&t);
 	t.capacity = self->saved.capacity / 2;
 	EXPECT_EQ(-EBUSY, gt_set_topo(&self->s, &t));
 	EXPECT_NE(NULL, strstr(self->s.ext.msg, "regions are live"));
 
 	/* Still busy when only an importer holds it. */
-	fd2 = mlap2p_dev_open();
+	fd2 = kt_dev_open();
 	ASSERT_LE(0, fd2);
-	ASSERT_EQ(0, mlap2p_export(self->fd, a.handle, 0, ipc));
-	ASSERT_EQ(0, mlap2p_import(fd2, ipc, &o));
-	ASSERT_EQ(0, mlap2p_free(self->fd, a.handle));
+	ASSERT_EQ(0, kt_export(self->fd, a.handle, 0, ipc));
+	ASSERT_EQ(0, kt_import(fd2, ipc, &o));
+	ASSERT_EQ(0, kt_free(self->fd, a.handle));
 	EXPECT_EQ(-EBUSY, gt_set_topo(&self->s, &t));
 	ASSERT_EQ(0, gt_get_topo(&self->s, &now));
 	EXPECT_EQ(self->saved.generation, now.generation);
 
 	/* The last reference gone, it applies. */
-	ASSERT_EQ(0, mlap2p_close_handle(fd2, o.handle));
+	ASSERT_EQ(0, kt_close_handle(fd2, o.handle));
 	close(fd2);
 	EXPECT_EQ(0, gt_set_topo(&self->s, &t));
 	ASSERT_EQ(0, gt_get_topo(&self->s, &now));
@@ -843,7 +844,7 @@ static int unprivileged_child(enum unpriv how)
 	if (how == AS_NOBODY && gt_become_nobody())
 		return 10;
 	if (how == AS_USERNS_ROOT) {
-		ret = mlap2p_enter_userns_root(16);
+		ret = kt_enter_userns_root(16);
 		if (ret)
 			return ret;
 	}
@@ -855,9 +856,9 @@ static int unprivileged_child(enum unpriv how)
 	t.lnc = 1;
 	ret = gt_set_topo(&s, &t);
 	if (ret != -EPERM)
-		return mlap2p_child_fail(13, "SET_TOPO: %d", ret);
+		return kt_child_fail(13, "SET_TOPO: %d", ret);
 	if (strcmp(s.ext.msg, NEEDS_NET_ADMIN) || s.ext.offs)
-		return mlap2p_child_fail(15, "extack \"%s\" offset %u",
+		return kt_child_fail(15, "extack \"%s\" offset %u",
 					 s.ext.msg, s.ext.offs);
 	gt_cmd(&s, &m, MLAP2P_CMD_GET_STATS, 0);
 	if (gt_request(&s, &m, NULL, NULL))
@@ -879,8 +880,8 @@ static void set_topo_refused(struct __test_metadata *_metadata,
 	ASSERT_LE(0, pid);
 	if (pid == 0)
 		_exit(unprivileged_child(how));
-	ret = mlap2p_wait(pid);
-	if (how == AS_USERNS_ROOT && ret == MLAP2P_KSFT_SKIP)
+	ret = kt_wait(pid);
+	if (how == AS_USERNS_ROOT && ret == KT_KSFT_SKIP)
 		SKIP(return, "no user namespaces here");
 	EXPECT_EQ(0, ret);
 	ASSERT_EQ(0, gt_get_topo(&self->s, &now));
@@ -902,4 +903,4 @@ TEST_F(genl, set_topo_needs_cap_net_admin_in_the_initial_userns)
 	set_topo_refused(_metadata, self, AS_USERNS_ROOT);
 }
 
-MLAP2P_TEST_MAIN
+KT_TEST_MAIN

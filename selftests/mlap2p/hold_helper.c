@@ -5,13 +5,13 @@
  * named by argv[1] to say so, then sleeps until killed.  Only the mapping
  * (through its vm_file) keeps the module busy.
  */
-#include "mlap2p_test.h"
+#include "mlap2p_util.h"
 
 int main(int argc, char **argv)
 {
 	struct mlap2p_mem_alloc a;
 	struct mlap2p_info info;
-	size_t len = mlap2p_page_size();
+	size_t len = kt_page_size();
 	int fd, ready;
 	char *p;
 
@@ -19,13 +19,13 @@ int main(int argc, char **argv)
 		fprintf(stderr, "usage: %s READY_FILE\n", argv[0]);
 		return 2;
 	}
-	fd = mlap2p_dev_open();
-	if (fd < 0 || mlap2p_get_info(fd, &info) ||
-	    mlap2p_alloc(fd, len, mlap2p_local_mla(&info), &a)) {
+	fd = kt_dev_open();
+	if (fd < 0 || kt_get_info(fd, &info) ||
+	    kt_alloc(fd, len, kt_local_mla(&info), &a)) {
 		perror("hold_helper: " MLAP2P_DEVICE_PATH);
 		return 1;
 	}
-	p = mlap2p_map(fd, a.mmap_cookie, len, PROT_READ | PROT_WRITE);
+	p = kt_map(fd, a.mmap_cookie, len, PROT_READ | PROT_WRITE);
 	if (p == MAP_FAILED) {
 		perror("hold_helper: mmap");
 		return 1;

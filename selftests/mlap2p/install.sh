@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: GPL-2.0
 #
 # install.sh: what `make install DESTDIR=ROOT` put in ROOT works when used
-# from there, in the VM.  tools/install-check stages ROOT on the host and
+# from there, in the VM.  scripts/install-check stages ROOT on the host and
 # boots the VM with it; anywhere else (no MLAP2P_INSTALL_ROOT) this skips.
 #
 #   - depmod -b ROOT, then `modprobe -d ROOT mlap2p` (kmod's modprobe: the
@@ -31,7 +31,7 @@ want=${MLAP2P_EXPECT_VERSION:-}
 here=$(cd "$(dirname "$0")" && pwd)
 
 if [ -z "$root" ]; then
-	echo "SKIP: no MLAP2P_INSTALL_ROOT (run by tools/install-check)"
+	echo "SKIP: no MLAP2P_INSTALL_ROOT (run by scripts/install-check)"
 	exit 4
 fi
 [ -d "$root" ] || { echo "FAIL: $root is not a directory"; exit 1; }

@@ -3,12 +3,13 @@
  * ioctl_test: every ioctl of /dev/mlap2p, its success path and every errno
  * that uapi/linux/mlap2p.h documents, within one process.
  *
- * Output structs are filled with 0xcc before each call (mlap2p_test.h), so
- * a field the kernel should have written but did not stands out; input
- * flags/pad/reserved fields start at zero and each test sets exactly one
- * of them to check that it alone is refused.
+ * Output structs are filled with 0xcc before each call (the kt_*_args()
+ * of mlap2p_util.h), so a field the kernel should have written but did not
+ * stands out; input flags/pad/reserved fields start at zero and each test
+ * sets exactly one of them to check that it alone is refused.
  */
-#include "mlap2p_test.h"
+#include "mlap2p_util.h"
+#include "kselftest_harness.h"
 
 #include <poll.h>
 #include <pthread.h>
@@ -25,12 +26,12 @@ FIXTURE(dev) {
 
 FIXTURE_SETUP(dev)
 {
-	self->fd = mlap2p_dev_open();
+	self->fd = kt_dev_open();
 	ASSERT_LE(0, self->fd) TH_LOG("open %s: %s", MLAP2P_DEVICE_PATH,
 				      strerror(errno));
-	ASSERT_EQ(0, mlap2p_get_info(self->fd, &self->info));
-	self->page = mlap2p_page_size();
-	self->mla = mlap2p_local_mla(&self->info);
+	ASSERT_EQ(0, kt_get_info(self->fd, &self->info));
+	self->page = kt_page_size();
+	self->mla = kt_local_mla(&self->info);
 }
 
 FIXTURE_TEARDOWN(dev)
@@ -45,7 +46,7 @@ FIXTURE_TEARDOWN(dev)
  */
 static void *ro_copy(const void *src, size_t len)
 {
-	size_t pg = mlap2p_page_size();
+	size_t pg = kt_page_size();
 	void *p = mmap(NULL, pg, PROT_READ | PROT_WRITE,
 		       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 
@@ -61,9 +62,9 @@ static void *ro_copy(const void *src, size_t len)
 
 static bool counters_available(void)
 {
-	struct mlap2p_counters c;
+	struct kt_counters c;
 
-	return mlap2p_counters_read(&c) == 0;
+	return kt_counters_read(&c) == 0;
 }
 
 TEST_F(dev, get_info_reports_abi_and_limits)
@@ -73,12 +74,12 @@ TEST_F(dev, get_info_reports_abi_and_limits)
 	int k;
 
 	EXPECT_EQ((__u32)MLAP2P_ABI_MAJOR, i->abi_major);
-	EXPECT_NE(MLAP2P_POISON32, i->abi_minor);
+	EXPECT_NE(KT_POISON32, i->abi_minor);
 	EXPECT_NE(0ULL, i->features & MLAP2P_FEAT_IPC_HANDLE);
 	EXPECT_NE(0ULL, i->features & MLAP2P_FEAT_RDONLY);
 	EXPECT_NE(0ULL, i->features & MLAP2P_FEAT_LOCALITY);
 	EXPECT_NE(0ULL, i->features & MLAP2P_FEAT_REGION_INFO);
-	EXPECT_NE(MLAP2P_POISON64, i->features);
+	EXPECT_NE(KT_POISON64, i->features);
 
 	EXPECT_LE((__u32)MLAP2P_FAMILY_TRN1, i->family);
 	EXPECT_GE((__u32)MLAP2P_FAMILY_TRN3, i->family);
@@ -95,18 +96,18 @@ TEST_F(dev, get_info_reports_abi_and_limits)
 		  i->cores_per_node);
 
 	EXPECT_LE((__u64)self->page, i->dev_capacity);
-	EXPECT_NE(MLAP2P_POISON64, i->dev_capacity);
+	EXPECT_NE(KT_POISON64, i->dev_capacity);
 	EXPECT_LE((__u64)self->page, i->max_bytes_per_file);
-	EXPECT_NE(MLAP2P_POISON64, i->max_bytes_per_file);
+	EXPECT_NE(KT_POISON64, i->max_bytes_per_file);
 	EXPECT_LE(1U, i->max_regions_per_file);
-	EXPECT_NE(MLAP2P_POISON32, i->max_regions_per_file);
-	EXPECT_NE(MLAP2P_POISON32, i->topo_generation);
+	EXPECT_NE(KT_POISON32, i->max_regions_per_file);
+	EXPECT_NE(KT_POISON32, i->topo_generation);
 	for (k = 0; k < 4; k++) {
 		EXPECT_EQ(0ULL, i->reserved[k]) TH_LOG("reserved[%d]", k);
 	}
 
 	/* Nothing changes between two calls. */
-	ASSERT_EQ(0, mlap2p_get_info(self->fd, &again));
+	ASSERT_EQ(0, kt_get_info(self->fd, &again));
 	EXPECT_EQ(0, memcmp(i, &again, sizeof(again)));
 }
 
@@ -114,12 +115,12 @@ TEST_F(dev, get_info_faults_on_bad_pointer)
 {
 	void *ro;
 
-	EXPECT_EQ(-EFAULT, mlap2p_ioctl(self->fd, MLAP2P_IOC_GET_INFO, NULL));
-	EXPECT_EQ(-EFAULT, mlap2p_ioctl(self->fd, MLAP2P_IOC_GET_INFO,
-					(void *)0xffff888000000000ULL));
+	EXPECT_EQ(-EFAULT, kt_ioctl(self->fd, MLAP2P_IOC_GET_INFO, NULL));
+	EXPECT_EQ(-EFAULT, kt_ioctl(self->fd, MLAP2P_IOC_GET_INFO,
+				    (void *)0xffff888000000000ULL));
 	ro = ro_copy(&self->info, sizeof(self->info));
 	ASSERT_NE(NULL, ro);
-	EXPECT_EQ(-EFAULT, mlap2p_ioctl(self->fd, MLAP2P_IOC_GET_INFO, ro));
+	EXPECT_EQ(-EFAULT, kt_ioctl(self->fd, MLAP2P_IOC_GET_INFO, ro));
 	munmap(ro, self->page);
 }
 
@@ -143,7 +144,7 @@ TEST_F(dev, every_ioctl_faults_on_null_argument)
 	size_t k;
 
 	for (k = 0; k < sizeof(cmds) / sizeof(cmds[0]); k++) {
-		EXPECT_EQ(-EFAULT, mlap2p_ioctl(self->fd, cmds[k].cmd, NULL))
+		EXPECT_EQ(-EFAULT, kt_ioctl(self->fd, cmds[k].cmd, NULL))
 			TH_LOG("%s", cmds[k].name);
 	}
 }
@@ -183,7 +184,7 @@ TEST_F(dev, unknown_commands_give_enotty)
 	size_t k;
 
 	for (k = 0; k < sizeof(cmds) / sizeof(cmds[0]); k++) {
-		EXPECT_EQ(-ENOTTY, mlap2p_ioctl(self->fd, cmds[k].cmd, buf))
+		EXPECT_EQ(-ENOTTY, kt_ioctl(self->fd, cmds[k].cmd, buf))
 			TH_LOG("%s (0x%lx)", cmds[k].name, cmds[k].cmd);
 	}
 }
@@ -191,13 +192,13 @@ TEST_F(dev, unknown_commands_give_enotty)
 TEST_F(dev, dev_info_describes_every_mla)
 {
 	const struct mlap2p_info *i = &self->info;
-	__u32 total = mlap2p_total_mlas(i);
+	__u32 total = kt_total_mlas(i);
 	__u32 per_mla = i->cores_per_node / i->num_devices;
 	struct mlap2p_dev_info d;
 	__u32 mla, k;
 
 	for (mla = 0; mla < total; mla++) {
-		ASSERT_EQ(0, mlap2p_dev_info(self->fd, mla, &d))
+		ASSERT_EQ(0, kt_dev_info(self->fd, mla, &d))
 			TH_LOG("mla %u", mla);
 		EXPECT_EQ(mla, d.device);
 		EXPECT_EQ(mla / i->num_devices, d.node) TH_LOG("mla %u", mla);
@@ -226,13 +227,13 @@ TEST_F(dev, dev_info_describes_every_mla)
 
 TEST_F(dev, dev_info_rejects_bad_device)
 {
-	__u32 total = mlap2p_total_mlas(&self->info);
+	__u32 total = kt_total_mlas(&self->info);
 	const __u32 bad[] = { total, total + 1, 0x80000000U, MLAP2P_NO_MLA };
 	struct mlap2p_dev_info d;
 	size_t k;
 
 	for (k = 0; k < sizeof(bad) / sizeof(bad[0]); k++) {
-		EXPECT_EQ(-EINVAL, mlap2p_dev_info(self->fd, bad[k], &d))
+		EXPECT_EQ(-EINVAL, kt_dev_info(self->fd, bad[k], &d))
 			TH_LOG("device %u", bad[k]);
 	}
 }
@@ -243,19 +244,19 @@ TEST_F(dev, dev_info_rejects_flags_and_reserved)
 	int bit, k;
 
 	for (bit = 0; bit < 32; bit++) {
-		mlap2p_dev_info_args(&d, self->mla);
+		kt_dev_info_args(&d, self->mla);
 		d.flags = 1U << bit;
-		EXPECT_EQ(-EINVAL, mlap2p_ioctl(self->fd, MLAP2P_IOC_DEV_INFO,
-						&d)) TH_LOG("flag bit %d", bit);
+		EXPECT_EQ(-EINVAL, kt_ioctl(self->fd, MLAP2P_IOC_DEV_INFO,
+					    &d)) TH_LOG("flag bit %d", bit);
 	}
 	for (k = 0; k < 2; k++) {
-		mlap2p_dev_info_args(&d, self->mla);
+		kt_dev_info_args(&d, self->mla);
 		d.reserved[k] = 1ULL << (k * 63);
-		EXPECT_EQ(-EINVAL, mlap2p_ioctl(self->fd, MLAP2P_IOC_DEV_INFO,
-						&d)) TH_LOG("reserved[%d]", k);
+		EXPECT_EQ(-EINVAL, kt_ioctl(self->fd, MLAP2P_IOC_DEV_INFO,
+					    &d)) TH_LOG("reserved[%d]", k);
 	}
 	/* The same struct with everything zero is fine. */
-	EXPECT_EQ(0, mlap2p_dev_info(self->fd, self->mla, &d));
+	EXPECT_EQ(0, kt_dev_info(self->fd, self->mla, &d));
 }
 
 TEST_F(dev, dev_info_used_follows_allocations)
@@ -263,12 +264,12 @@ TEST_F(dev, dev_info_used_follows_allocations)
 	struct mlap2p_dev_info before, during, after;
 	struct mlap2p_mem_alloc a;
 
-	ASSERT_EQ(0, mlap2p_dev_info(self->fd, self->mla, &before));
-	ASSERT_EQ(0, mlap2p_alloc(self->fd, 3 * self->page, self->mla, &a));
-	ASSERT_EQ(0, mlap2p_dev_info(self->fd, self->mla, &during));
+	ASSERT_EQ(0, kt_dev_info(self->fd, self->mla, &before));
+	ASSERT_EQ(0, kt_alloc(self->fd, 3 * self->page, self->mla, &a));
+	ASSERT_EQ(0, kt_dev_info(self->fd, self->mla, &during));
 	EXPECT_EQ(before.used + a.alloc_size, during.used);
-	ASSERT_EQ(0, mlap2p_free(self->fd, a.handle));
-	ASSERT_EQ(0, mlap2p_dev_info(self->fd, self->mla, &after));
+	ASSERT_EQ(0, kt_free(self->fd, a.handle));
+	ASSERT_EQ(0, kt_dev_info(self->fd, self->mla, &after));
 	EXPECT_EQ(before.used, after.used);
 }
 
@@ -282,7 +283,7 @@ static void *blocked_alloc_run(void *arg)
 {
 	struct blocked_alloc *b = arg;
 
-	b->ret = mlap2p_ioctl(b->fd, MLAP2P_IOC_MEM_ALLOC, b->a);
+	b->ret = kt_ioctl(b->fd, MLAP2P_IOC_MEM_ALLOC, b->a);
 	return NULL;
 }
 
@@ -296,7 +297,7 @@ static void *blocked_alloc_run(void *arg)
 TEST_F(dev, dev_info_used_ignores_allocations_in_progress)
 {
 	struct uffdio_writeprotect wp;
-	struct mlap2p_counters c0, c1;
+	struct kt_counters c0, c1;
 	struct mlap2p_dev_info d0, d1;
 	struct uffdio_register reg;
 	struct uffdio_api api;
@@ -323,7 +324,7 @@ TEST_F(dev, dev_info_used_ignores_allocations_in_progress)
 	ASSERT_NE(MAP_FAILED, pg);
 	b.fd = self->fd;
 	b.a = pg;
-	mlap2p_alloc_args(b.a, 4 * self->page, self->mla);
+	kt_alloc_args(b.a, 4 * self->page, self->mla);
 	memset(&reg, 0, sizeof(reg));
 	reg.range.start = (unsigned long)pg;
 	reg.range.len = self->page;
@@ -334,9 +335,9 @@ TEST_F(dev, dev_info_used_ignores_allocations_in_progress)
 	wp.mode = UFFDIO_WRITEPROTECT_MODE_WP;
 	ASSERT_EQ(0, ioctl(uffd, UFFDIO_WRITEPROTECT, &wp));
 
-	ASSERT_EQ(0, mlap2p_dev_info(self->fd, self->mla, &d0));
+	ASSERT_EQ(0, kt_dev_info(self->fd, self->mla, &d0));
 	if (ctr) {
-		ASSERT_EQ(0, mlap2p_counters_read(&c0));
+		ASSERT_EQ(0, kt_counters_read(&c0));
 	}
 	ASSERT_EQ(0, pthread_create(&t, NULL, blocked_alloc_run, &b));
 
@@ -347,10 +348,10 @@ TEST_F(dev, dev_info_used_ignores_allocations_in_progress)
 	EXPECT_EQ((ssize_t)sizeof(msg), read(uffd, &msg, sizeof(msg)));
 	EXPECT_EQ(UFFD_EVENT_PAGEFAULT, msg.event);
 	EXPECT_TRUE(msg.arg.pagefault.flags & UFFD_PAGEFAULT_FLAG_WP);
-	ASSERT_EQ(0, mlap2p_dev_info(self->fd, self->mla, &d1));
+	ASSERT_EQ(0, kt_dev_info(self->fd, self->mla, &d1));
 	EXPECT_EQ(d0.used, d1.used);
 	if (ctr) {
-		ASSERT_EQ(0, mlap2p_counters_read(&c1));
+		ASSERT_EQ(0, kt_counters_read(&c1));
 		EXPECT_EQ(c0.live_regions, c1.live_regions);
 	}
 
@@ -359,9 +360,9 @@ TEST_F(dev, dev_info_used_ignores_allocations_in_progress)
 	ASSERT_EQ(0, ioctl(uffd, UFFDIO_WRITEPROTECT, &wp));
 	ASSERT_EQ(0, pthread_join(t, NULL));
 	ASSERT_EQ(0, b.ret);
-	ASSERT_EQ(0, mlap2p_dev_info(self->fd, self->mla, &d1));
+	ASSERT_EQ(0, kt_dev_info(self->fd, self->mla, &d1));
 	EXPECT_EQ(d0.used + b.a->alloc_size, d1.used);
-	EXPECT_EQ(0, mlap2p_free(self->fd, b.a->handle));
+	EXPECT_EQ(0, kt_free(self->fd, b.a->handle));
 	munmap(pg, self->page);
 	close(uffd);
 }
@@ -391,39 +392,39 @@ static int memlock_nobody(__u32 mla, size_t page)
 	struct mlap2p_ipc_open o;
 	int fd1, fd2, ret;
 
-	if (memlock_limit(page) || mlap2p_become_nobody())
+	if (memlock_limit(page) || kt_become_nobody())
 		return 10;
-	fd1 = mlap2p_dev_open();
-	fd2 = mlap2p_dev_open();
+	fd1 = kt_dev_open();
+	fd2 = kt_dev_open();
 	if (fd1 < 0 || fd2 < 0)
 		return 11;
-	if (mlap2p_alloc(fd1, MEMLOCK_PAGES / 2 * page, mla, &a1) ||
-	    mlap2p_alloc(fd2, MEMLOCK_PAGES / 2 * page, mla, &a2))
+	if (kt_alloc(fd1, MEMLOCK_PAGES / 2 * page, mla, &a1) ||
+	    kt_alloc(fd2, MEMLOCK_PAGES / 2 * page, mla, &a2))
 		return 12;
-	ret = mlap2p_alloc(fd2, page, mla, &a3);
+	ret = kt_alloc(fd2, page, mla, &a3);
 	if (ret != -ENOMEM)
-		return mlap2p_child_fail(13, "past the limit: %d", ret);
-	if (mlap2p_alloc(fd1, page, mla, &a3) != -ENOMEM)
+		return kt_child_fail(13, "past the limit: %d", ret);
+	if (kt_alloc(fd1, page, mla, &a3) != -ENOMEM)
 		return 14;
 	/* Importing the pages charges nothing more. */
-	if (mlap2p_export(fd1, a1.handle, 0, ipc) ||
-	    mlap2p_import(fd2, ipc, &o))
+	if (kt_export(fd1, a1.handle, 0, ipc) ||
+	    kt_import(fd2, ipc, &o))
 		return 15;
 	/* The owner lets go; the importer still holds the pages. */
-	if (mlap2p_free(fd1, a1.handle) ||
-	    mlap2p_alloc(fd1, page, mla, &a3) != -ENOMEM)
+	if (kt_free(fd1, a1.handle) ||
+	    kt_alloc(fd1, page, mla, &a3) != -ENOMEM)
 		return 16;
 	/* The last reference goes and with it the charge. */
-	if (mlap2p_close_handle(fd2, o.handle) ||
-	    mlap2p_alloc(fd1, page, mla, &a3))
+	if (kt_close_handle(fd2, o.handle) ||
+	    kt_alloc(fd1, page, mla, &a3))
 		return 17;
-	if (mlap2p_free(fd1, a3.handle) || mlap2p_free(fd2, a2.handle))
+	if (kt_free(fd1, a3.handle) || kt_free(fd2, a2.handle))
 		return 18;
 	/* One region over the whole limit, then exactly the limit. */
-	if (mlap2p_alloc(fd1, (MEMLOCK_PAGES + 1) * page, mla, &a1) !=
+	if (kt_alloc(fd1, (MEMLOCK_PAGES + 1) * page, mla, &a1) !=
 	    -ENOMEM)
 		return 19;
-	if (mlap2p_alloc(fd1, MEMLOCK_PAGES * page, mla, &a1))
+	if (kt_alloc(fd1, MEMLOCK_PAGES * page, mla, &a1))
 		return 20;
 	/* Closing the file frees it: the next process of nobody starts at 0. */
 	return 0;
@@ -439,38 +440,38 @@ static int memlock_root(__u32 mla, size_t page)
 	struct mlap2p_mem_alloc a1, a2;
 	int fd, ret;
 
-	fd = mlap2p_dev_open();
+	fd = kt_dev_open();
 	if (fd < 0 || memlock_limit(page))
 		return 30;
-	if (mlap2p_alloc(fd, 4 * MEMLOCK_PAGES * page, mla, &a1))
+	if (kt_alloc(fd, 4 * MEMLOCK_PAGES * page, mla, &a1))
 		return 31;
 	if (syscall(SYS_capget, &h, d))
 		return 32;
 	d[0].effective &= ~(1U << CAP_IPC_LOCK);
 	if (syscall(SYS_capset, &h, d))
 		return 33;
-	ret = mlap2p_alloc(fd, (MEMLOCK_PAGES + 1) * page, mla, &a2);
+	ret = kt_alloc(fd, (MEMLOCK_PAGES + 1) * page, mla, &a2);
 	if (ret != -ENOMEM)
-		return mlap2p_child_fail(34, "without CAP_IPC_LOCK: %d", ret);
-	if (mlap2p_alloc(fd, MEMLOCK_PAGES * page, mla, &a2))
+		return kt_child_fail(34, "without CAP_IPC_LOCK: %d", ret);
+	if (kt_alloc(fd, MEMLOCK_PAGES * page, mla, &a2))
 		return 35;
 	/* The uncharged region frees without touching the charge. */
-	if (mlap2p_free(fd, a1.handle) || mlap2p_free(fd, a2.handle) ||
-	    mlap2p_alloc(fd, MEMLOCK_PAGES * page, mla, &a2))
+	if (kt_free(fd, a1.handle) || kt_free(fd, a2.handle) ||
+	    kt_alloc(fd, MEMLOCK_PAGES * page, mla, &a2))
 		return 36;
 	return 0;
 }
 
 TEST_F(dev, mem_alloc_charges_rlimit_memlock)
 {
-	struct mlap2p_counters c0, c1;
+	struct kt_counters c0, c1;
 	bool ctr = counters_available();
 	pid_t pid;
 
 	if (geteuid() != 0)
 		SKIP(return, "needs root to switch users and set limits");
 	if (ctr) {
-		ASSERT_EQ(0, mlap2p_counters_read(&c0));
+		ASSERT_EQ(0, kt_counters_read(&c0));
 	}
 	pid = fork();
 	ASSERT_LE(0, pid);
@@ -478,16 +479,16 @@ TEST_F(dev, mem_alloc_charges_rlimit_memlock)
 		close(self->fd);
 		_exit(memlock_nobody(self->mla, self->page));
 	}
-	EXPECT_EQ(0, mlap2p_wait(pid));
+	EXPECT_EQ(0, kt_wait(pid));
 	pid = fork();
 	ASSERT_LE(0, pid);
 	if (pid == 0) {
 		close(self->fd);
 		_exit(memlock_root(self->mla, self->page));
 	}
-	EXPECT_EQ(0, mlap2p_wait(pid));
+	EXPECT_EQ(0, kt_wait(pid));
 	if (ctr) {
-		EXPECT_TRUE(mlap2p_counters_settle(&c0, &c1, 2000));
+		EXPECT_TRUE(kt_counters_settle(&c0, &c1, 2000));
 	}
 }
 
@@ -501,14 +502,14 @@ TEST_F(dev, mem_alloc_rounds_sizes_to_pages)
 	int k, j;
 
 	for (k = 0; k < N; k++) {
-		ASSERT_EQ(0, mlap2p_alloc(self->fd, sizes[k], self->mla, &a[k]))
+		ASSERT_EQ(0, kt_alloc(self->fd, sizes[k], self->mla, &a[k]))
 			TH_LOG("size %llu", (unsigned long long)sizes[k]);
-		EXPECT_EQ(mlap2p_round_up(sizes[k], pg), a[k].alloc_size);
-		EXPECT_NE(MLAP2P_POISON32, a[k].handle);
-		EXPECT_NE(MLAP2P_POISON64, a[k].mmap_cookie);
+		EXPECT_EQ(kt_round_up(sizes[k], pg), a[k].alloc_size);
+		EXPECT_NE(KT_POISON32, a[k].handle);
+		EXPECT_NE(KT_POISON64, a[k].mmap_cookie);
 		EXPECT_EQ(0ULL, a[k].mmap_cookie % pg);
 
-		ASSERT_EQ(0, mlap2p_region_info(self->fd, a[k].handle, &r));
+		ASSERT_EQ(0, kt_region_info(self->fd, a[k].handle, &r));
 		EXPECT_EQ((__u32)MLAP2P_REGION_OWNED, r.kind);
 		EXPECT_EQ(self->mla, r.device);
 		EXPECT_EQ(a[k].alloc_size, r.size);
@@ -526,7 +527,7 @@ TEST_F(dev, mem_alloc_rounds_sizes_to_pages)
 		}
 	}
 	for (k = 0; k < N; k++) {
-		EXPECT_EQ(0, mlap2p_free(self->fd, a[k].handle));
+		EXPECT_EQ(0, kt_free(self->fd, a[k].handle));
 	}
 }
 
@@ -534,19 +535,19 @@ TEST_F(dev, mem_alloc_rejects_zero_size)
 {
 	struct mlap2p_mem_alloc a;
 
-	EXPECT_EQ(-EINVAL, mlap2p_alloc(self->fd, 0, self->mla, &a));
+	EXPECT_EQ(-EINVAL, kt_alloc(self->fd, 0, self->mla, &a));
 }
 
 TEST_F(dev, mem_alloc_rejects_bad_device)
 {
-	__u32 total = mlap2p_total_mlas(&self->info);
+	__u32 total = kt_total_mlas(&self->info);
 	const __u32 bad[] = { total, total + 7, 0x80000000U, MLAP2P_NO_MLA };
 	struct mlap2p_mem_alloc a;
 	size_t k;
 
 	for (k = 0; k < sizeof(bad) / sizeof(bad[0]); k++) {
-		EXPECT_EQ(-EINVAL, mlap2p_alloc(self->fd, self->page, bad[k],
-						&a)) TH_LOG("device %u", bad[k]);
+		EXPECT_EQ(-EINVAL, kt_alloc(self->fd, self->page, bad[k],
+					    &a)) TH_LOG("device %u", bad[k]);
 	}
 }
 
@@ -558,22 +559,22 @@ TEST_F(dev, mem_alloc_rejects_unknown_flags_pad_reserved)
 	for (bit = 0; bit < 32; bit++) {
 		if ((1U << bit) & MLAP2P_MEM_F_ALL)
 			continue;
-		mlap2p_alloc_args(&a, self->page, self->mla);
+		kt_alloc_args(&a, self->page, self->mla);
 		a.flags = 1U << bit;
-		EXPECT_EQ(-EINVAL, mlap2p_ioctl(self->fd, MLAP2P_IOC_MEM_ALLOC,
-						&a)) TH_LOG("flag bit %d", bit);
+		EXPECT_EQ(-EINVAL, kt_ioctl(self->fd, MLAP2P_IOC_MEM_ALLOC,
+					    &a)) TH_LOG("flag bit %d", bit);
 	}
-	mlap2p_alloc_args(&a, self->page, self->mla);
+	kt_alloc_args(&a, self->page, self->mla);
 	a.pad = 1;
-	EXPECT_EQ(-EINVAL, mlap2p_ioctl(self->fd, MLAP2P_IOC_MEM_ALLOC, &a));
-	mlap2p_alloc_args(&a, self->page, self->mla);
+	EXPECT_EQ(-EINVAL, kt_ioctl(self->fd, MLAP2P_IOC_MEM_ALLOC, &a));
+	kt_alloc_args(&a, self->page, self->mla);
 	a.pad = 0x80000000U;
-	EXPECT_EQ(-EINVAL, mlap2p_ioctl(self->fd, MLAP2P_IOC_MEM_ALLOC, &a));
+	EXPECT_EQ(-EINVAL, kt_ioctl(self->fd, MLAP2P_IOC_MEM_ALLOC, &a));
 	for (k = 0; k < 2; k++) {
-		mlap2p_alloc_args(&a, self->page, self->mla);
+		kt_alloc_args(&a, self->page, self->mla);
 		a.reserved[k] = 1ULL << (k * 63);
-		EXPECT_EQ(-EINVAL, mlap2p_ioctl(self->fd, MLAP2P_IOC_MEM_ALLOC,
-						&a)) TH_LOG("reserved[%d]", k);
+		EXPECT_EQ(-EINVAL, kt_ioctl(self->fd, MLAP2P_IOC_MEM_ALLOC,
+					    &a)) TH_LOG("reserved[%d]", k);
 	}
 }
 
@@ -591,24 +592,24 @@ TEST_F(dev, mem_alloc_over_device_capacity)
 	size_t k;
 	int ret;
 
-	ASSERT_EQ(0, mlap2p_dev_info(self->fd, self->mla, &d0));
+	ASSERT_EQ(0, kt_dev_info(self->fd, self->mla, &d0));
 	if (cap + self->page <= self->info.max_bytes_per_file) {
-		EXPECT_EQ(-MLAP2P_E_CAPACITY,
-			  mlap2p_alloc(self->fd, cap + self->page, self->mla,
-				       &a));
-		EXPECT_EQ(-MLAP2P_E_CAPACITY,
-			  mlap2p_alloc(self->fd, cap + 1, self->mla, &a));
+		EXPECT_EQ(-KT_E_CAPACITY,
+			  kt_alloc(self->fd, cap + self->page, self->mla,
+				   &a));
+		EXPECT_EQ(-KT_E_CAPACITY,
+			  kt_alloc(self->fd, cap + 1, self->mla, &a));
 	} else {
 		ksft_print_msg("max_bytes_per_file <= dev_capacity: only the huge sizes\n");
 	}
 	for (k = 0; k < sizeof(huge) / sizeof(huge[0]); k++) {
 		/* Over both limits: either errno is right. */
-		ret = mlap2p_alloc(self->fd, huge[k], self->mla, &a);
-		EXPECT_TRUE(ret == -MLAP2P_E_CAPACITY || ret == -MLAP2P_E_BYTES)
+		ret = kt_alloc(self->fd, huge[k], self->mla, &a);
+		EXPECT_TRUE(ret == -KT_E_CAPACITY || ret == -KT_E_BYTES)
 			TH_LOG("size 0x%llx: %d", (unsigned long long)huge[k],
 			       ret);
 	}
-	ASSERT_EQ(0, mlap2p_dev_info(self->fd, self->mla, &d1));
+	ASSERT_EQ(0, kt_dev_info(self->fd, self->mla, &d1));
 	EXPECT_EQ(d0.used, d1.used);
 }
 
@@ -632,36 +633,36 @@ FIXTURE(limits) {
 
 FIXTURE_SETUP(limits)
 {
-	self->fd = mlap2p_dev_open();
+	self->fd = kt_dev_open();
 	ASSERT_LE(0, self->fd);
-	self->page = mlap2p_page_size();
+	self->page = kt_page_size();
 	if (geteuid() != 0) {
 		self->skip = "not root: cannot lower the module's limits";
 		return;
 	}
-	if (mlap2p_param_read("max_bytes_per_file_mb", &self->saved_bytes_mb) ||
-	    mlap2p_param_read("max_regions_per_file", &self->saved_handles)) {
+	if (kt_param_read("max_bytes_per_file_mb", &self->saved_bytes_mb) ||
+	    kt_param_read("max_regions_per_file", &self->saved_handles)) {
 		self->skip = "no max_bytes_per_file_mb/max_regions_per_file parameters";
 		return;
 	}
 	self->saved = true;
-	ASSERT_EQ(0, mlap2p_param_write("max_bytes_per_file_mb",
-					LIMITS_BYTES_MB));
-	ASSERT_EQ(0, mlap2p_param_write("max_regions_per_file",
-					LIMITS_HANDLES));
-	ASSERT_EQ(0, mlap2p_get_info(self->fd, &self->info));
+	ASSERT_EQ(0, kt_param_write("max_bytes_per_file_mb",
+				    LIMITS_BYTES_MB));
+	ASSERT_EQ(0, kt_param_write("max_regions_per_file",
+				    LIMITS_HANDLES));
+	ASSERT_EQ(0, kt_get_info(self->fd, &self->info));
 	ASSERT_EQ((__u64)LIMITS_BYTES_MB << 20, self->info.max_bytes_per_file);
 	ASSERT_EQ((__u32)LIMITS_HANDLES, self->info.max_regions_per_file);
 	ASSERT_LE((__u64)LIMITS_BYTES_MB << 20, self->info.dev_capacity);
-	self->mla = mlap2p_local_mla(&self->info);
+	self->mla = kt_local_mla(&self->info);
 }
 
 FIXTURE_TEARDOWN(limits)
 {
 	if (self->saved) {
-		mlap2p_param_write("max_bytes_per_file_mb",
-				   self->saved_bytes_mb);
-		mlap2p_param_write("max_regions_per_file", self->saved_handles);
+		kt_param_write("max_bytes_per_file_mb",
+			       self->saved_bytes_mb);
+		kt_param_write("max_regions_per_file", self->saved_handles);
 	}
 	if (self->fd > 0)
 		close(self->fd);
@@ -674,13 +675,13 @@ TEST_F(limits, bytes_per_file_in_one_allocation)
 
 	if (self->skip)
 		SKIP(return, "%s", self->skip);
-	EXPECT_EQ(-MLAP2P_E_BYTES, mlap2p_alloc(self->fd, max + self->page,
-						self->mla, &a));
-	EXPECT_EQ(-MLAP2P_E_BYTES, mlap2p_alloc(self->fd, max + 1, self->mla,
-						&a));
-	ASSERT_EQ(0, mlap2p_alloc(self->fd, max, self->mla, &a));
+	EXPECT_EQ(-KT_E_BYTES, kt_alloc(self->fd, max + self->page,
+					self->mla, &a));
+	EXPECT_EQ(-KT_E_BYTES, kt_alloc(self->fd, max + 1, self->mla,
+					&a));
+	ASSERT_EQ(0, kt_alloc(self->fd, max, self->mla, &a));
 	EXPECT_EQ(max, a.alloc_size);
-	EXPECT_EQ(-MLAP2P_E_BYTES, mlap2p_alloc(self->fd, 1, self->mla, &a));
+	EXPECT_EQ(-KT_E_BYTES, kt_alloc(self->fd, 1, self->mla, &a));
 }
 
 TEST_F(limits, bytes_per_file_accumulate)
@@ -693,24 +694,24 @@ TEST_F(limits, bytes_per_file_accumulate)
 	if (self->skip)
 		SKIP(return, "%s", self->skip);
 	for (k = 0; k < 4; k++) {
-		ASSERT_EQ(0, mlap2p_alloc(self->fd, max / 4, self->mla, &a))
+		ASSERT_EQ(0, kt_alloc(self->fd, max / 4, self->mla, &a))
 			TH_LOG("chunk %d", k);
 		handles[k] = a.handle;
 	}
-	EXPECT_EQ(-MLAP2P_E_BYTES, mlap2p_alloc(self->fd, 1, self->mla, &a));
+	EXPECT_EQ(-KT_E_BYTES, kt_alloc(self->fd, 1, self->mla, &a));
 
 	/* The limit is per file: another file still gets memory. */
-	fd2 = mlap2p_dev_open();
+	fd2 = kt_dev_open();
 	ASSERT_LE(0, fd2);
-	EXPECT_EQ(0, mlap2p_alloc(fd2, self->page, self->mla, &b));
+	EXPECT_EQ(0, kt_alloc(fd2, self->page, self->mla, &b));
 	close(fd2);
 
 	/* Freeing makes room again, exactly as much as was freed. */
-	ASSERT_EQ(0, mlap2p_free(self->fd, handles[0]));
-	EXPECT_EQ(-MLAP2P_E_BYTES, mlap2p_alloc(self->fd, max / 4 + 1,
-						self->mla, &a));
-	EXPECT_EQ(0, mlap2p_alloc(self->fd, max / 4, self->mla, &a));
-	EXPECT_EQ(-MLAP2P_E_BYTES, mlap2p_alloc(self->fd, 1, self->mla, &a));
+	ASSERT_EQ(0, kt_free(self->fd, handles[0]));
+	EXPECT_EQ(-KT_E_BYTES, kt_alloc(self->fd, max / 4 + 1,
+					self->mla, &a));
+	EXPECT_EQ(0, kt_alloc(self->fd, max / 4, self->mla, &a));
+	EXPECT_EQ(-KT_E_BYTES, kt_alloc(self->fd, 1, self->mla, &a));
 }
 
 /*
@@ -729,28 +730,28 @@ TEST_F(limits, handles_per_file)
 
 	if (self->skip)
 		SKIP(return, "%s", self->skip);
-	fd2 = mlap2p_dev_open();
+	fd2 = kt_dev_open();
 	ASSERT_LE(0, fd2);
-	ASSERT_EQ(0, mlap2p_alloc(fd2, self->page, self->mla, &other));
-	ASSERT_EQ(0, mlap2p_export(fd2, other.handle, 0, ipc));
+	ASSERT_EQ(0, kt_alloc(fd2, self->page, self->mla, &other));
+	ASSERT_EQ(0, kt_export(fd2, other.handle, 0, ipc));
 
 	for (k = 0; k + 1 < max; k++) {
-		ASSERT_EQ(0, mlap2p_alloc(self->fd, self->page, self->mla, &a))
+		ASSERT_EQ(0, kt_alloc(self->fd, self->page, self->mla, &a))
 			TH_LOG("handle %u of %u", k, max);
 		handles[k] = a.handle;
 	}
-	ASSERT_EQ(0, mlap2p_import(self->fd, ipc, &o));
-	EXPECT_EQ(-MLAP2P_E_HANDLES, mlap2p_alloc(self->fd, self->page,
-						  self->mla, &a));
-	EXPECT_EQ(-MLAP2P_E_HANDLES, mlap2p_import(self->fd, ipc, &o));
+	ASSERT_EQ(0, kt_import(self->fd, ipc, &o));
+	EXPECT_EQ(-KT_E_HANDLES, kt_alloc(self->fd, self->page,
+					  self->mla, &a));
+	EXPECT_EQ(-KT_E_HANDLES, kt_import(self->fd, ipc, &o));
 
 	/* Room for one again after one owned handle goes. */
-	ASSERT_EQ(0, mlap2p_free(self->fd, handles[0]));
-	EXPECT_EQ(0, mlap2p_alloc(self->fd, self->page, self->mla, &a));
-	EXPECT_EQ(-MLAP2P_E_HANDLES, mlap2p_alloc(self->fd, self->page,
-						  self->mla, &a));
+	ASSERT_EQ(0, kt_free(self->fd, handles[0]));
+	EXPECT_EQ(0, kt_alloc(self->fd, self->page, self->mla, &a));
+	EXPECT_EQ(-KT_E_HANDLES, kt_alloc(self->fd, self->page,
+					  self->mla, &a));
 	/* The other file is not affected. */
-	EXPECT_EQ(0, mlap2p_alloc(fd2, self->page, self->mla, &a));
+	EXPECT_EQ(0, kt_alloc(fd2, self->page, self->mla, &a));
 	close(fd2);
 }
 
@@ -763,7 +764,7 @@ TEST_F(limits, handles_per_file)
  */
 static int read_pagemap(const void *p, size_t n, __u64 *ent)
 {
-	size_t pg = mlap2p_page_size();
+	size_t pg = kt_page_size();
 	off_t off = (off_t)((uintptr_t)p / pg * sizeof(*ent));
 	size_t len = n * sizeof(*ent);
 	ssize_t got;
@@ -816,17 +817,17 @@ TEST_F(dev, mem_alloc_contig_when_supported)
 	if (self->info.dev_capacity < huge ||
 	    self->info.max_bytes_per_file < huge)
 		SKIP(return, "limits below 2 MiB");
-	mlap2p_alloc_args(&a, huge, self->mla);
+	kt_alloc_args(&a, huge, self->mla);
 	a.flags = MLAP2P_MEM_F_CONTIG;
-	ret = mlap2p_ioctl(self->fd, MLAP2P_IOC_MEM_ALLOC, &a);
+	ret = kt_ioctl(self->fd, MLAP2P_IOC_MEM_ALLOC, &a);
 	if (ret == -ENOMEM)
 		SKIP(return, "no 2 MiB-contiguous memory right now");
 	ASSERT_EQ(0, ret);
 	EXPECT_EQ(huge, a.alloc_size);
-	p = mlap2p_map(self->fd, a.mmap_cookie, huge, PROT_READ | PROT_WRITE);
+	p = kt_map(self->fd, a.mmap_cookie, huge, PROT_READ | PROT_WRITE);
 	ASSERT_NE(MAP_FAILED, p);
 	/* Reads every byte, so every page is faulted in. */
-	EXPECT_EQ(-1, mlap2p_first_nonzero(p, huge));
+	EXPECT_EQ(-1, kt_first_nonzero(p, huge));
 
 	ent = calloc(n, sizeof(*ent));
 	ASSERT_NE(NULL, ent);
@@ -834,7 +835,7 @@ TEST_F(dev, mem_alloc_contig_when_supported)
 	if ((ent[0] & PM_PRESENT) && !(ent[0] & PM_PFN_MASK)) {
 		free(ent);
 		munmap(p, huge);
-		EXPECT_EQ(0, mlap2p_free(self->fd, a.handle));
+		EXPECT_EQ(0, kt_free(self->fd, a.handle));
 		SKIP(return, "pagemap hides PFNs (needs CAP_SYS_ADMIN)");
 	}
 	EXPECT_EQ(-1, first_pfn_gap(ent, n)) {
@@ -865,7 +866,7 @@ TEST_F(dev, mem_alloc_contig_when_supported)
 	munmap(q, 2 * self->page);
 	free(ent);
 	munmap(p, huge);
-	EXPECT_EQ(0, mlap2p_free(self->fd, a.handle));
+	EXPECT_EQ(0, kt_free(self->fd, a.handle));
 }
 
 /*
@@ -874,29 +875,29 @@ TEST_F(dev, mem_alloc_contig_when_supported)
  */
 TEST_F(dev, mem_alloc_fault_leaves_no_region)
 {
-	struct mlap2p_counters c0, c1;
+	struct kt_counters c0, c1;
 	struct mlap2p_dev_info d0, d1;
 	struct mlap2p_mem_alloc a;
 	bool ctr = counters_available();
 	void *ro;
 
-	mlap2p_alloc_args(&a, 4 * self->page, self->mla);
+	kt_alloc_args(&a, 4 * self->page, self->mla);
 	ro = ro_copy(&a, sizeof(a));
 	ASSERT_NE(NULL, ro);
 	if (ctr) {
-		ASSERT_EQ(0, mlap2p_counters_read(&c0));
+		ASSERT_EQ(0, kt_counters_read(&c0));
 	}
-	ASSERT_EQ(0, mlap2p_dev_info(self->fd, self->mla, &d0));
+	ASSERT_EQ(0, kt_dev_info(self->fd, self->mla, &d0));
 
-	EXPECT_EQ(-EFAULT, mlap2p_ioctl(self->fd, MLAP2P_IOC_MEM_ALLOC, ro));
+	EXPECT_EQ(-EFAULT, kt_ioctl(self->fd, MLAP2P_IOC_MEM_ALLOC, ro));
 
-	ASSERT_EQ(0, mlap2p_dev_info(self->fd, self->mla, &d1));
+	ASSERT_EQ(0, kt_dev_info(self->fd, self->mla, &d1));
 	EXPECT_EQ(d0.used, d1.used);
 	if (ctr) {
-		ASSERT_EQ(0, mlap2p_counters_read(&c1));
-		EXPECT_TRUE(mlap2p_live_equal(&c0, &c1)) {
-			mlap2p_counters_log("before", &c0);
-			mlap2p_counters_log("after", &c1);
+		ASSERT_EQ(0, kt_counters_read(&c1));
+		EXPECT_TRUE(kt_live_equal(&c0, &c1)) {
+			kt_counters_log("before", &c0);
+			kt_counters_log("after", &c1);
 		}
 	}
 	munmap(ro, self->page);
@@ -909,13 +910,13 @@ TEST_F(dev, mem_free_releases_the_handle_once)
 	__u8 ipc[MLAP2P_IPC_HANDLE_SIZE];
 	void *p;
 
-	ASSERT_EQ(0, mlap2p_alloc(self->fd, self->page, self->mla, &a));
-	ASSERT_EQ(0, mlap2p_free(self->fd, a.handle));
-	EXPECT_EQ(-ENOENT, mlap2p_free(self->fd, a.handle));
-	EXPECT_EQ(-ENOENT, mlap2p_region_info(self->fd, a.handle, &r));
-	EXPECT_EQ(-ENOENT, mlap2p_export(self->fd, a.handle, 0, ipc));
-	EXPECT_EQ(-ENOENT, mlap2p_close_handle(self->fd, a.handle));
-	p = mlap2p_map(self->fd, a.mmap_cookie, self->page, PROT_READ);
+	ASSERT_EQ(0, kt_alloc(self->fd, self->page, self->mla, &a));
+	ASSERT_EQ(0, kt_free(self->fd, a.handle));
+	EXPECT_EQ(-ENOENT, kt_free(self->fd, a.handle));
+	EXPECT_EQ(-ENOENT, kt_region_info(self->fd, a.handle, &r));
+	EXPECT_EQ(-ENOENT, kt_export(self->fd, a.handle, 0, ipc));
+	EXPECT_EQ(-ENOENT, kt_close_handle(self->fd, a.handle));
+	p = kt_map(self->fd, a.mmap_cookie, self->page, PROT_READ);
 	EXPECT_EQ(MAP_FAILED, p);
 	EXPECT_EQ(EINVAL, errno);
 	if (p != MAP_FAILED)
@@ -926,12 +927,12 @@ TEST_F(dev, mem_free_unknown_handle)
 {
 	struct mlap2p_mem_alloc a;
 
-	ASSERT_EQ(0, mlap2p_alloc(self->fd, self->page, self->mla, &a));
-	EXPECT_EQ(-ENOENT, mlap2p_free(self->fd, a.handle + 1000));
-	EXPECT_EQ(-ENOENT, mlap2p_free(self->fd, 0x7fffffffU));
-	EXPECT_EQ(-ENOENT, mlap2p_free(self->fd, 0xffffffffU));
-	EXPECT_EQ(-ENOENT, mlap2p_close_handle(self->fd, 0xffffffffU));
-	EXPECT_EQ(0, mlap2p_free(self->fd, a.handle));
+	ASSERT_EQ(0, kt_alloc(self->fd, self->page, self->mla, &a));
+	EXPECT_EQ(-ENOENT, kt_free(self->fd, a.handle + 1000));
+	EXPECT_EQ(-ENOENT, kt_free(self->fd, 0x7fffffffU));
+	EXPECT_EQ(-ENOENT, kt_free(self->fd, 0xffffffffU));
+	EXPECT_EQ(-ENOENT, kt_close_handle(self->fd, 0xffffffffU));
+	EXPECT_EQ(0, kt_free(self->fd, a.handle));
 }
 
 TEST_F(dev, mem_free_rejects_flags_and_reserved)
@@ -940,21 +941,21 @@ TEST_F(dev, mem_free_rejects_flags_and_reserved)
 	struct mlap2p_handle_op op;
 	int bit;
 
-	ASSERT_EQ(0, mlap2p_alloc(self->fd, self->page, self->mla, &a));
+	ASSERT_EQ(0, kt_alloc(self->fd, self->page, self->mla, &a));
 	for (bit = 0; bit < 32; bit++) {
-		mlap2p_handle_args(&op, a.handle);
+		kt_handle_args(&op, a.handle);
 		op.flags = 1U << bit;
-		EXPECT_EQ(-EINVAL, mlap2p_ioctl(self->fd, MLAP2P_IOC_MEM_FREE,
-						&op)) TH_LOG("flag bit %d", bit);
+		EXPECT_EQ(-EINVAL, kt_ioctl(self->fd, MLAP2P_IOC_MEM_FREE,
+					    &op)) TH_LOG("flag bit %d", bit);
 	}
-	mlap2p_handle_args(&op, a.handle);
+	kt_handle_args(&op, a.handle);
 	op.reserved = 1;
-	EXPECT_EQ(-EINVAL, mlap2p_ioctl(self->fd, MLAP2P_IOC_MEM_FREE, &op));
-	mlap2p_handle_args(&op, a.handle);
+	EXPECT_EQ(-EINVAL, kt_ioctl(self->fd, MLAP2P_IOC_MEM_FREE, &op));
+	kt_handle_args(&op, a.handle);
 	op.reserved = 1ULL << 63;
-	EXPECT_EQ(-EINVAL, mlap2p_ioctl(self->fd, MLAP2P_IOC_MEM_FREE, &op));
+	EXPECT_EQ(-EINVAL, kt_ioctl(self->fd, MLAP2P_IOC_MEM_FREE, &op));
 	/* None of those released it. */
-	EXPECT_EQ(0, mlap2p_free(self->fd, a.handle));
+	EXPECT_EQ(0, kt_free(self->fd, a.handle));
 }
 
 /* MEM_FREE on an imported handle and IPC_CLOSE on an owned one. */
@@ -966,20 +967,20 @@ TEST_F(dev, wrong_release_call_gives_einval)
 	__u8 ipc[MLAP2P_IPC_HANDLE_SIZE];
 	int fd2;
 
-	fd2 = mlap2p_dev_open();
+	fd2 = kt_dev_open();
 	ASSERT_LE(0, fd2);
-	ASSERT_EQ(0, mlap2p_alloc(self->fd, self->page, self->mla, &a));
-	ASSERT_EQ(0, mlap2p_export(self->fd, a.handle, 0, ipc));
-	ASSERT_EQ(0, mlap2p_import(fd2, ipc, &o));
+	ASSERT_EQ(0, kt_alloc(self->fd, self->page, self->mla, &a));
+	ASSERT_EQ(0, kt_export(self->fd, a.handle, 0, ipc));
+	ASSERT_EQ(0, kt_import(fd2, ipc, &o));
 
-	EXPECT_EQ(-EINVAL, mlap2p_free(fd2, o.handle));
-	EXPECT_EQ(-EINVAL, mlap2p_close_handle(self->fd, a.handle));
+	EXPECT_EQ(-EINVAL, kt_free(fd2, o.handle));
+	EXPECT_EQ(-EINVAL, kt_close_handle(self->fd, a.handle));
 	/* Both handles survived the wrong calls. */
-	EXPECT_EQ(0, mlap2p_region_info(fd2, o.handle, &r));
-	EXPECT_EQ(0, mlap2p_region_info(self->fd, a.handle, &r));
+	EXPECT_EQ(0, kt_region_info(fd2, o.handle, &r));
+	EXPECT_EQ(0, kt_region_info(self->fd, a.handle, &r));
 
-	EXPECT_EQ(0, mlap2p_close_handle(fd2, o.handle));
-	EXPECT_EQ(0, mlap2p_free(self->fd, a.handle));
+	EXPECT_EQ(0, kt_close_handle(fd2, o.handle));
+	EXPECT_EQ(0, kt_free(self->fd, a.handle));
 	close(fd2);
 }
 
@@ -992,21 +993,21 @@ TEST_F(dev, handles_are_private_to_their_file)
 	int fd2;
 	void *p;
 
-	fd2 = mlap2p_dev_open();
+	fd2 = kt_dev_open();
 	ASSERT_LE(0, fd2);
-	ASSERT_EQ(0, mlap2p_alloc(self->fd, self->page, self->mla, &a));
+	ASSERT_EQ(0, kt_alloc(self->fd, self->page, self->mla, &a));
 
-	EXPECT_EQ(-ENOENT, mlap2p_region_info(fd2, a.handle, &r));
-	EXPECT_EQ(-ENOENT, mlap2p_export(fd2, a.handle, 0, ipc));
-	EXPECT_EQ(-ENOENT, mlap2p_free(fd2, a.handle));
-	EXPECT_EQ(-ENOENT, mlap2p_close_handle(fd2, a.handle));
-	p = mlap2p_map(fd2, a.mmap_cookie, self->page, PROT_READ);
+	EXPECT_EQ(-ENOENT, kt_region_info(fd2, a.handle, &r));
+	EXPECT_EQ(-ENOENT, kt_export(fd2, a.handle, 0, ipc));
+	EXPECT_EQ(-ENOENT, kt_free(fd2, a.handle));
+	EXPECT_EQ(-ENOENT, kt_close_handle(fd2, a.handle));
+	p = kt_map(fd2, a.mmap_cookie, self->page, PROT_READ);
 	EXPECT_EQ(MAP_FAILED, p);
 	EXPECT_EQ(EINVAL, errno);
 	if (p != MAP_FAILED)
 		munmap(p, self->page);
 
-	EXPECT_EQ(0, mlap2p_free(self->fd, a.handle));
+	EXPECT_EQ(0, kt_free(self->fd, a.handle));
 	close(fd2);
 }
 
@@ -1018,28 +1019,28 @@ TEST_F(dev, ipc_get_handle_exports_an_owned_region)
 	__u8 zero[MLAP2P_IPC_HANDLE_SIZE] = { 0 };
 	struct mlap2p_ipc_get g;
 
-	memset(poison, MLAP2P_POISON_BYTE, sizeof(poison));
-	ASSERT_EQ(0, mlap2p_alloc(self->fd, self->page, self->mla, &a));
-	ASSERT_EQ(0, mlap2p_alloc(self->fd, self->page, self->mla, &b));
+	memset(poison, KT_POISON_BYTE, sizeof(poison));
+	ASSERT_EQ(0, kt_alloc(self->fd, self->page, self->mla, &a));
+	ASSERT_EQ(0, kt_alloc(self->fd, self->page, self->mla, &b));
 
-	mlap2p_ipc_get_args(&g, a.handle, 0);
-	ASSERT_EQ(0, mlap2p_ioctl(self->fd, MLAP2P_IOC_IPC_GET_HANDLE, &g));
+	kt_ipc_get_args(&g, a.handle, 0);
+	ASSERT_EQ(0, kt_ioctl(self->fd, MLAP2P_IOC_IPC_GET_HANDLE, &g));
 	memcpy(ipc_a, g.ipc, sizeof(ipc_a));
 	EXPECT_NE(0, memcmp(ipc_a, poison, sizeof(poison)));
 	EXPECT_NE(0, memcmp(ipc_a, zero, sizeof(zero)));
 
 	/* Exporting again works; two regions never share a handle. */
-	ASSERT_EQ(0, mlap2p_export(self->fd, a.handle, 0, ipc_a2));
-	ASSERT_EQ(0, mlap2p_export(self->fd, b.handle, 0, ipc_b));
+	ASSERT_EQ(0, kt_export(self->fd, a.handle, 0, ipc_a2));
+	ASSERT_EQ(0, kt_export(self->fd, b.handle, 0, ipc_b));
 	EXPECT_NE(0, memcmp(ipc_a, ipc_b, sizeof(ipc_b)));
 	EXPECT_NE(0, memcmp(ipc_a2, ipc_b, sizeof(ipc_b)));
 
 	/* Read-only exports too. */
-	EXPECT_EQ(0, mlap2p_export(self->fd, a.handle, MLAP2P_IPC_F_RDONLY,
-				   ipc_a2));
+	EXPECT_EQ(0, kt_export(self->fd, a.handle, MLAP2P_IPC_F_RDONLY,
+			       ipc_a2));
 
-	EXPECT_EQ(0, mlap2p_free(self->fd, a.handle));
-	EXPECT_EQ(0, mlap2p_free(self->fd, b.handle));
+	EXPECT_EQ(0, kt_free(self->fd, a.handle));
+	EXPECT_EQ(0, kt_free(self->fd, b.handle));
 }
 
 TEST_F(dev, ipc_get_handle_rejects_bad_input)
@@ -1049,25 +1050,25 @@ TEST_F(dev, ipc_get_handle_rejects_bad_input)
 	__u8 ipc[MLAP2P_IPC_HANDLE_SIZE];
 	int bit, k;
 
-	ASSERT_EQ(0, mlap2p_alloc(self->fd, self->page, self->mla, &a));
-	EXPECT_EQ(-ENOENT, mlap2p_export(self->fd, a.handle + 1000, 0, ipc));
-	EXPECT_EQ(-ENOENT, mlap2p_export(self->fd, 0xffffffffU, 0, ipc));
+	ASSERT_EQ(0, kt_alloc(self->fd, self->page, self->mla, &a));
+	EXPECT_EQ(-ENOENT, kt_export(self->fd, a.handle + 1000, 0, ipc));
+	EXPECT_EQ(-ENOENT, kt_export(self->fd, 0xffffffffU, 0, ipc));
 	for (bit = 0; bit < 32; bit++) {
 		if ((1U << bit) & MLAP2P_IPC_F_ALL)
 			continue;
-		mlap2p_ipc_get_args(&g, a.handle, 1U << bit);
-		EXPECT_EQ(-EINVAL, mlap2p_ioctl(self->fd,
-						MLAP2P_IOC_IPC_GET_HANDLE, &g))
+		kt_ipc_get_args(&g, a.handle, 1U << bit);
+		EXPECT_EQ(-EINVAL, kt_ioctl(self->fd,
+					    MLAP2P_IOC_IPC_GET_HANDLE, &g))
 			TH_LOG("flag bit %d", bit);
 	}
 	for (k = 0; k < 2; k++) {
-		mlap2p_ipc_get_args(&g, a.handle, 0);
+		kt_ipc_get_args(&g, a.handle, 0);
 		g.reserved[k] = 1ULL << (k * 63);
-		EXPECT_EQ(-EINVAL, mlap2p_ioctl(self->fd,
-						MLAP2P_IOC_IPC_GET_HANDLE, &g))
+		EXPECT_EQ(-EINVAL, kt_ioctl(self->fd,
+					    MLAP2P_IOC_IPC_GET_HANDLE, &g))
 			TH_LOG("reserved[%d]", k);
 	}
-	EXPECT_EQ(0, mlap2p_free(self->fd, a.handle));
+	EXPECT_EQ(0, kt_free(self->fd, a.handle));
 }
 
 TEST_F(dev, ipc_open_handle_imports_the_region)
@@ -1078,25 +1079,25 @@ TEST_F(dev, ipc_open_handle_imports_the_region)
 	__u8 ipc[MLAP2P_IPC_HANDLE_SIZE];
 	int fd2;
 
-	fd2 = mlap2p_dev_open();
+	fd2 = kt_dev_open();
 	ASSERT_LE(0, fd2);
-	ASSERT_EQ(0, mlap2p_alloc(self->fd, 5 * self->page, self->mla, &a));
-	ASSERT_EQ(0, mlap2p_export(self->fd, a.handle, 0, ipc));
-	ASSERT_EQ(0, mlap2p_import(fd2, ipc, &o));
+	ASSERT_EQ(0, kt_alloc(self->fd, 5 * self->page, self->mla, &a));
+	ASSERT_EQ(0, kt_export(self->fd, a.handle, 0, ipc));
+	ASSERT_EQ(0, kt_import(fd2, ipc, &o));
 
-	EXPECT_NE(MLAP2P_POISON32, o.handle);
+	EXPECT_NE(KT_POISON32, o.handle);
 	EXPECT_EQ(self->mla, o.device);
 	EXPECT_EQ(0U, o.access);
 	EXPECT_EQ(a.alloc_size, o.size);
-	EXPECT_NE(MLAP2P_POISON64, o.mmap_cookie);
+	EXPECT_NE(KT_POISON64, o.mmap_cookie);
 	EXPECT_EQ(0ULL, o.mmap_cookie % self->page);
-	EXPECT_NE(MLAP2P_POISON64, o.region_id);
+	EXPECT_NE(KT_POISON64, o.region_id);
 
-	ASSERT_EQ(0, mlap2p_region_info(self->fd, a.handle, &ro));
+	ASSERT_EQ(0, kt_region_info(self->fd, a.handle, &ro));
 	EXPECT_EQ(o.region_id, ro.region_id);
 	EXPECT_EQ(1U, ro.importers);
 
-	ASSERT_EQ(0, mlap2p_region_info(fd2, o.handle, &ri));
+	ASSERT_EQ(0, kt_region_info(fd2, o.handle, &ri));
 	EXPECT_EQ((__u32)MLAP2P_REGION_IMPORTED, ri.kind);
 	EXPECT_EQ(self->mla, ri.device);
 	EXPECT_EQ(a.alloc_size, ri.size);
@@ -1106,17 +1107,17 @@ TEST_F(dev, ipc_open_handle_imports_the_region)
 	EXPECT_EQ(0U, ri.access);
 
 	/* A second import on the same file is a second handle. */
-	ASSERT_EQ(0, mlap2p_import(fd2, ipc, &o2));
+	ASSERT_EQ(0, kt_import(fd2, ipc, &o2));
 	EXPECT_NE(o.handle, o2.handle);
 	EXPECT_EQ(o.region_id, o2.region_id);
-	ASSERT_EQ(0, mlap2p_region_info(self->fd, a.handle, &ro));
+	ASSERT_EQ(0, kt_region_info(self->fd, a.handle, &ro));
 	EXPECT_EQ(2U, ro.importers);
 
-	EXPECT_EQ(0, mlap2p_close_handle(fd2, o2.handle));
-	EXPECT_EQ(0, mlap2p_close_handle(fd2, o.handle));
-	ASSERT_EQ(0, mlap2p_region_info(self->fd, a.handle, &ro));
+	EXPECT_EQ(0, kt_close_handle(fd2, o2.handle));
+	EXPECT_EQ(0, kt_close_handle(fd2, o.handle));
+	ASSERT_EQ(0, kt_region_info(self->fd, a.handle, &ro));
 	EXPECT_EQ(0U, ro.importers);
-	EXPECT_EQ(0, mlap2p_free(self->fd, a.handle));
+	EXPECT_EQ(0, kt_free(self->fd, a.handle));
 	close(fd2);
 }
 
@@ -1128,19 +1129,19 @@ TEST_F(dev, ipc_open_handle_read_only_export)
 	__u8 ipc[MLAP2P_IPC_HANDLE_SIZE];
 	int fd2;
 
-	fd2 = mlap2p_dev_open();
+	fd2 = kt_dev_open();
 	ASSERT_LE(0, fd2);
-	ASSERT_EQ(0, mlap2p_alloc(self->fd, self->page, self->mla, &a));
-	ASSERT_EQ(0, mlap2p_export(self->fd, a.handle, MLAP2P_IPC_F_RDONLY,
-				   ipc));
-	ASSERT_EQ(0, mlap2p_import(fd2, ipc, &o));
+	ASSERT_EQ(0, kt_alloc(self->fd, self->page, self->mla, &a));
+	ASSERT_EQ(0, kt_export(self->fd, a.handle, MLAP2P_IPC_F_RDONLY,
+			       ipc));
+	ASSERT_EQ(0, kt_import(fd2, ipc, &o));
 	EXPECT_EQ(1U, o.access);
-	ASSERT_EQ(0, mlap2p_region_info(fd2, o.handle, &ri));
+	ASSERT_EQ(0, kt_region_info(fd2, o.handle, &ri));
 	EXPECT_EQ(1U, ri.access);
-	ASSERT_EQ(0, mlap2p_region_info(self->fd, a.handle, &ro));
+	ASSERT_EQ(0, kt_region_info(self->fd, a.handle, &ro));
 	EXPECT_EQ(0U, ro.access);
-	EXPECT_EQ(0, mlap2p_close_handle(fd2, o.handle));
-	EXPECT_EQ(0, mlap2p_free(self->fd, a.handle));
+	EXPECT_EQ(0, kt_close_handle(fd2, o.handle));
+	EXPECT_EQ(0, kt_free(self->fd, a.handle));
 	close(fd2);
 }
 
@@ -1151,29 +1152,29 @@ TEST_F(dev, ipc_open_handle_rejects_flags_and_reserved)
 	__u8 ipc[MLAP2P_IPC_HANDLE_SIZE];
 	int bit, k;
 
-	ASSERT_EQ(0, mlap2p_alloc(self->fd, self->page, self->mla, &a));
-	ASSERT_EQ(0, mlap2p_export(self->fd, a.handle, 0, ipc));
+	ASSERT_EQ(0, kt_alloc(self->fd, self->page, self->mla, &a));
+	ASSERT_EQ(0, kt_export(self->fd, a.handle, 0, ipc));
 	for (bit = 0; bit < 32; bit++) {
-		mlap2p_ipc_open_args(&o, ipc);
+		kt_ipc_open_args(&o, ipc);
 		o.flags = 1U << bit;
-		EXPECT_EQ(-EINVAL, mlap2p_ioctl(self->fd,
-						MLAP2P_IOC_IPC_OPEN_HANDLE, &o))
+		EXPECT_EQ(-EINVAL, kt_ioctl(self->fd,
+					    MLAP2P_IOC_IPC_OPEN_HANDLE, &o))
 			TH_LOG("flag bit %d", bit);
 	}
 	for (k = 0; k < 2; k++) {
-		mlap2p_ipc_open_args(&o, ipc);
+		kt_ipc_open_args(&o, ipc);
 		o.reserved[k] = 1ULL << (k * 63);
-		EXPECT_EQ(-EINVAL, mlap2p_ioctl(self->fd,
-						MLAP2P_IOC_IPC_OPEN_HANDLE, &o))
+		EXPECT_EQ(-EINVAL, kt_ioctl(self->fd,
+					    MLAP2P_IOC_IPC_OPEN_HANDLE, &o))
 			TH_LOG("reserved[%d]", k);
 	}
-	EXPECT_EQ(0, mlap2p_free(self->fd, a.handle));
+	EXPECT_EQ(0, kt_free(self->fd, a.handle));
 }
 
 /* The import is taken, then the result cannot be written back: undo it. */
 TEST_F(dev, ipc_open_fault_leaves_no_import)
 {
-	struct mlap2p_counters c0, c1;
+	struct kt_counters c0, c1;
 	struct mlap2p_region_info r;
 	struct mlap2p_mem_alloc a;
 	struct mlap2p_ipc_open o;
@@ -1182,30 +1183,30 @@ TEST_F(dev, ipc_open_fault_leaves_no_import)
 	void *ro;
 	int fd2;
 
-	fd2 = mlap2p_dev_open();
+	fd2 = kt_dev_open();
 	ASSERT_LE(0, fd2);
-	ASSERT_EQ(0, mlap2p_alloc(self->fd, self->page, self->mla, &a));
-	ASSERT_EQ(0, mlap2p_export(self->fd, a.handle, 0, ipc));
-	mlap2p_ipc_open_args(&o, ipc);
+	ASSERT_EQ(0, kt_alloc(self->fd, self->page, self->mla, &a));
+	ASSERT_EQ(0, kt_export(self->fd, a.handle, 0, ipc));
+	kt_ipc_open_args(&o, ipc);
 	ro = ro_copy(&o, sizeof(o));
 	ASSERT_NE(NULL, ro);
 	if (ctr) {
-		ASSERT_EQ(0, mlap2p_counters_read(&c0));
+		ASSERT_EQ(0, kt_counters_read(&c0));
 	}
 
-	EXPECT_EQ(-EFAULT, mlap2p_ioctl(fd2, MLAP2P_IOC_IPC_OPEN_HANDLE, ro));
+	EXPECT_EQ(-EFAULT, kt_ioctl(fd2, MLAP2P_IOC_IPC_OPEN_HANDLE, ro));
 
-	ASSERT_EQ(0, mlap2p_region_info(self->fd, a.handle, &r));
+	ASSERT_EQ(0, kt_region_info(self->fd, a.handle, &r));
 	EXPECT_EQ(0U, r.importers);
 	if (ctr) {
-		ASSERT_EQ(0, mlap2p_counters_read(&c1));
-		EXPECT_TRUE(mlap2p_live_equal(&c0, &c1)) {
-			mlap2p_counters_log("before", &c0);
-			mlap2p_counters_log("after", &c1);
+		ASSERT_EQ(0, kt_counters_read(&c1));
+		EXPECT_TRUE(kt_live_equal(&c0, &c1)) {
+			kt_counters_log("before", &c0);
+			kt_counters_log("after", &c1);
 		}
 	}
 	munmap(ro, self->page);
-	EXPECT_EQ(0, mlap2p_free(self->fd, a.handle));
+	EXPECT_EQ(0, kt_free(self->fd, a.handle));
 	close(fd2);
 }
 
@@ -1218,29 +1219,29 @@ TEST_F(dev, ipc_close_handle_releases_once)
 	__u8 ipc[MLAP2P_IPC_HANDLE_SIZE];
 	int bit, fd2;
 
-	fd2 = mlap2p_dev_open();
+	fd2 = kt_dev_open();
 	ASSERT_LE(0, fd2);
-	ASSERT_EQ(0, mlap2p_alloc(self->fd, self->page, self->mla, &a));
-	ASSERT_EQ(0, mlap2p_export(self->fd, a.handle, 0, ipc));
-	ASSERT_EQ(0, mlap2p_import(fd2, ipc, &o));
+	ASSERT_EQ(0, kt_alloc(self->fd, self->page, self->mla, &a));
+	ASSERT_EQ(0, kt_export(self->fd, a.handle, 0, ipc));
+	ASSERT_EQ(0, kt_import(fd2, ipc, &o));
 
 	for (bit = 0; bit < 32; bit++) {
-		mlap2p_handle_args(&op, o.handle);
+		kt_handle_args(&op, o.handle);
 		op.flags = 1U << bit;
-		EXPECT_EQ(-EINVAL, mlap2p_ioctl(fd2,
-						MLAP2P_IOC_IPC_CLOSE_HANDLE,
+		EXPECT_EQ(-EINVAL, kt_ioctl(fd2,
+					    MLAP2P_IOC_IPC_CLOSE_HANDLE,
 						&op)) TH_LOG("flag bit %d", bit);
 	}
-	mlap2p_handle_args(&op, o.handle);
+	kt_handle_args(&op, o.handle);
 	op.reserved = 1ULL << 63;
-	EXPECT_EQ(-EINVAL, mlap2p_ioctl(fd2, MLAP2P_IOC_IPC_CLOSE_HANDLE,
-					&op));
+	EXPECT_EQ(-EINVAL, kt_ioctl(fd2, MLAP2P_IOC_IPC_CLOSE_HANDLE,
+				    &op));
 
-	EXPECT_EQ(0, mlap2p_close_handle(fd2, o.handle));
-	EXPECT_EQ(-ENOENT, mlap2p_close_handle(fd2, o.handle));
-	EXPECT_EQ(-ENOENT, mlap2p_region_info(fd2, o.handle, &r));
-	EXPECT_EQ(-ENOENT, mlap2p_close_handle(fd2, o.handle + 1000));
-	EXPECT_EQ(0, mlap2p_free(self->fd, a.handle));
+	EXPECT_EQ(0, kt_close_handle(fd2, o.handle));
+	EXPECT_EQ(-ENOENT, kt_close_handle(fd2, o.handle));
+	EXPECT_EQ(-ENOENT, kt_region_info(fd2, o.handle, &r));
+	EXPECT_EQ(-ENOENT, kt_close_handle(fd2, o.handle + 1000));
+	EXPECT_EQ(0, kt_free(self->fd, a.handle));
 	close(fd2);
 }
 
@@ -1255,52 +1256,52 @@ TEST_F(dev, region_info_reports_the_region)
 	void *p1, *p2, *p3;
 	int fd2;
 
-	fd2 = mlap2p_dev_open();
+	fd2 = kt_dev_open();
 	ASSERT_LE(0, fd2);
-	ASSERT_EQ(0, mlap2p_alloc(self->fd, len, self->mla, &a));
+	ASSERT_EQ(0, kt_alloc(self->fd, len, self->mla, &a));
 
-	ASSERT_EQ(0, mlap2p_region_info(self->fd, a.handle, &r));
+	ASSERT_EQ(0, kt_region_info(self->fd, a.handle, &r));
 	EXPECT_EQ(a.handle, r.handle);
 	EXPECT_EQ((__u32)MLAP2P_REGION_OWNED, r.kind);
 	EXPECT_EQ(self->mla, r.device);
 	EXPECT_EQ((__u64)len, r.size);
 	EXPECT_EQ(a.mmap_cookie, r.mmap_cookie);
-	EXPECT_NE(MLAP2P_POISON64, r.region_id);
+	EXPECT_NE(KT_POISON64, r.region_id);
 	EXPECT_EQ(0U, r.importers);
 	EXPECT_EQ(0U, r.mappings);
 	EXPECT_EQ(0U, r.access);
 	EXPECT_EQ(0U, r.pad);
 
-	p1 = mlap2p_map(self->fd, a.mmap_cookie, len, PROT_READ | PROT_WRITE);
+	p1 = kt_map(self->fd, a.mmap_cookie, len, PROT_READ | PROT_WRITE);
 	ASSERT_NE(MAP_FAILED, p1);
-	p2 = mlap2p_map(self->fd, a.mmap_cookie, len, PROT_READ);
+	p2 = kt_map(self->fd, a.mmap_cookie, len, PROT_READ);
 	ASSERT_NE(MAP_FAILED, p2);
-	ASSERT_EQ(0, mlap2p_export(self->fd, a.handle, 0, ipc));
-	ASSERT_EQ(0, mlap2p_import(fd2, ipc, &o));
-	p3 = mlap2p_map(fd2, o.mmap_cookie, len, PROT_READ | PROT_WRITE);
+	ASSERT_EQ(0, kt_export(self->fd, a.handle, 0, ipc));
+	ASSERT_EQ(0, kt_import(fd2, ipc, &o));
+	p3 = kt_map(fd2, o.mmap_cookie, len, PROT_READ | PROT_WRITE);
 	ASSERT_NE(MAP_FAILED, p3);
 
-	ASSERT_EQ(0, mlap2p_region_info(self->fd, a.handle, &r));
+	ASSERT_EQ(0, kt_region_info(self->fd, a.handle, &r));
 	EXPECT_EQ(1U, r.importers);
 	EXPECT_EQ(3U, r.mappings);
-	ASSERT_EQ(0, mlap2p_region_info(fd2, o.handle, &r));
+	ASSERT_EQ(0, kt_region_info(fd2, o.handle, &r));
 	EXPECT_EQ((__u32)MLAP2P_REGION_IMPORTED, r.kind);
 	EXPECT_EQ(1U, r.importers);
 	EXPECT_EQ(3U, r.mappings);
 	EXPECT_EQ(0U, r.pad);
 
 	munmap(p2, len);
-	ASSERT_EQ(0, mlap2p_region_info(fd2, o.handle, &r));
+	ASSERT_EQ(0, kt_region_info(fd2, o.handle, &r));
 	EXPECT_EQ(2U, r.mappings);
 	munmap(p1, len);
 	munmap(p3, len);
-	ASSERT_EQ(0, mlap2p_region_info(self->fd, a.handle, &r));
+	ASSERT_EQ(0, kt_region_info(self->fd, a.handle, &r));
 	EXPECT_EQ(0U, r.mappings);
 
-	EXPECT_EQ(0, mlap2p_close_handle(fd2, o.handle));
-	ASSERT_EQ(0, mlap2p_region_info(self->fd, a.handle, &r));
+	EXPECT_EQ(0, kt_close_handle(fd2, o.handle));
+	ASSERT_EQ(0, kt_region_info(self->fd, a.handle, &r));
 	EXPECT_EQ(0U, r.importers);
-	EXPECT_EQ(0, mlap2p_free(self->fd, a.handle));
+	EXPECT_EQ(0, kt_free(self->fd, a.handle));
 	close(fd2);
 }
 
@@ -1310,24 +1311,24 @@ TEST_F(dev, region_info_rejects_bad_input)
 	struct mlap2p_mem_alloc a;
 	int bit, k;
 
-	ASSERT_EQ(0, mlap2p_alloc(self->fd, self->page, self->mla, &a));
-	EXPECT_EQ(-ENOENT, mlap2p_region_info(self->fd, a.handle + 1000, &r));
-	EXPECT_EQ(-ENOENT, mlap2p_region_info(self->fd, 0xffffffffU, &r));
+	ASSERT_EQ(0, kt_alloc(self->fd, self->page, self->mla, &a));
+	EXPECT_EQ(-ENOENT, kt_region_info(self->fd, a.handle + 1000, &r));
+	EXPECT_EQ(-ENOENT, kt_region_info(self->fd, 0xffffffffU, &r));
 	for (bit = 0; bit < 32; bit++) {
-		mlap2p_region_info_args(&r, a.handle);
+		kt_region_info_args(&r, a.handle);
 		r.flags = 1U << bit;
-		EXPECT_EQ(-EINVAL, mlap2p_ioctl(self->fd,
-						MLAP2P_IOC_REGION_INFO, &r))
+		EXPECT_EQ(-EINVAL, kt_ioctl(self->fd,
+					    MLAP2P_IOC_REGION_INFO, &r))
 			TH_LOG("flag bit %d", bit);
 	}
 	for (k = 0; k < 2; k++) {
-		mlap2p_region_info_args(&r, a.handle);
+		kt_region_info_args(&r, a.handle);
 		r.reserved[k] = 1ULL << (k * 63);
-		EXPECT_EQ(-EINVAL, mlap2p_ioctl(self->fd,
-						MLAP2P_IOC_REGION_INFO, &r))
+		EXPECT_EQ(-EINVAL, kt_ioctl(self->fd,
+					    MLAP2P_IOC_REGION_INFO, &r))
 			TH_LOG("reserved[%d]", k);
 	}
-	EXPECT_EQ(0, mlap2p_free(self->fd, a.handle));
+	EXPECT_EQ(0, kt_free(self->fd, a.handle));
 }
 
 /*
@@ -1344,7 +1345,7 @@ TEST_F(dev, can_access_peer_answers)
 	__u32 core;
 
 	for (core = 0; core < total; core++) {
-		ASSERT_EQ(0, mlap2p_peer(self->fd, core, core, &q))
+		ASSERT_EQ(0, kt_peer(self->fd, core, core, &q))
 			TH_LOG("core %u", core);
 		EXPECT_EQ(1U, q.access) TH_LOG("core %u", core);
 		EXPECT_EQ((__u32)MLAP2P_EDGE_LOCAL, q.edge_class)
@@ -1355,13 +1356,13 @@ TEST_F(dev, can_access_peer_answers)
 		EXPECT_EQ(q.mla_a, q.mla_b) TH_LOG("core %u", core);
 	}
 	/* Any pair answers, with a class in range and a consistent flag. */
-	ASSERT_EQ(0, mlap2p_peer(self->fd, 0, total - 1, &q));
+	ASSERT_EQ(0, kt_peer(self->fd, 0, total - 1, &q));
 	EXPECT_GE((__u32)MLAP2P_EDGE_POD, q.edge_class);
 	EXPECT_EQ(q.edge_class != MLAP2P_EDGE_NONE, q.access == 1);
 	EXPECT_EQ(0U, q.mla_a);
 	EXPECT_EQ((total - 1) / per_mla, q.mla_b);
 	if (q.edge_class == MLAP2P_EDGE_RELAY) {
-		EXPECT_GT(mlap2p_total_mlas(i), q.intermediate_mla);
+		EXPECT_GT(kt_total_mlas(i), q.intermediate_mla);
 	} else {
 		EXPECT_EQ(MLAP2P_NO_MLA, q.intermediate_mla);
 	}
@@ -1373,22 +1374,22 @@ TEST_F(dev, can_access_peer_rejects_bad_input)
 	struct mlap2p_peer_query q;
 	int bit, k;
 
-	EXPECT_EQ(-EINVAL, mlap2p_peer(self->fd, total, 0, &q));
-	EXPECT_EQ(-EINVAL, mlap2p_peer(self->fd, 0, total, &q));
-	EXPECT_EQ(-EINVAL, mlap2p_peer(self->fd, 0xffffffffU, 0, &q));
-	EXPECT_EQ(-EINVAL, mlap2p_peer(self->fd, 0, 0xffffffffU, &q));
+	EXPECT_EQ(-EINVAL, kt_peer(self->fd, total, 0, &q));
+	EXPECT_EQ(-EINVAL, kt_peer(self->fd, 0, total, &q));
+	EXPECT_EQ(-EINVAL, kt_peer(self->fd, 0xffffffffU, 0, &q));
+	EXPECT_EQ(-EINVAL, kt_peer(self->fd, 0, 0xffffffffU, &q));
 	for (bit = 0; bit < 32; bit++) {
-		mlap2p_peer_args(&q, 0, 0);
+		kt_peer_args(&q, 0, 0);
 		q.flags = 1U << bit;
-		EXPECT_EQ(-EINVAL, mlap2p_ioctl(self->fd,
-						MLAP2P_IOC_CAN_ACCESS_PEER, &q))
+		EXPECT_EQ(-EINVAL, kt_ioctl(self->fd,
+					    MLAP2P_IOC_CAN_ACCESS_PEER, &q))
 			TH_LOG("flag bit %d", bit);
 	}
 	for (k = 0; k < 2; k++) {
-		mlap2p_peer_args(&q, 0, 0);
+		kt_peer_args(&q, 0, 0);
 		q.reserved[k] = 1ULL << (k * 63);
-		EXPECT_EQ(-EINVAL, mlap2p_ioctl(self->fd,
-						MLAP2P_IOC_CAN_ACCESS_PEER, &q))
+		EXPECT_EQ(-EINVAL, kt_ioctl(self->fd,
+					    MLAP2P_IOC_CAN_ACCESS_PEER, &q))
 			TH_LOG("reserved[%d]", k);
 	}
 }
@@ -1402,26 +1403,26 @@ TEST_F(dev, queries_fault_on_read_only_argument)
 	struct mlap2p_mem_alloc a;
 	void *ro;
 
-	mlap2p_dev_info_args(&d, self->mla);
+	kt_dev_info_args(&d, self->mla);
 	ro = ro_copy(&d, sizeof(d));
 	ASSERT_NE(NULL, ro);
-	EXPECT_EQ(-EFAULT, mlap2p_ioctl(self->fd, MLAP2P_IOC_DEV_INFO, ro));
+	EXPECT_EQ(-EFAULT, kt_ioctl(self->fd, MLAP2P_IOC_DEV_INFO, ro));
 	munmap(ro, self->page);
 
-	mlap2p_peer_args(&q, 0, 0);
+	kt_peer_args(&q, 0, 0);
 	ro = ro_copy(&q, sizeof(q));
 	ASSERT_NE(NULL, ro);
-	EXPECT_EQ(-EFAULT, mlap2p_ioctl(self->fd, MLAP2P_IOC_CAN_ACCESS_PEER,
-					ro));
+	EXPECT_EQ(-EFAULT, kt_ioctl(self->fd, MLAP2P_IOC_CAN_ACCESS_PEER,
+				    ro));
 	munmap(ro, self->page);
 
-	ASSERT_EQ(0, mlap2p_alloc(self->fd, self->page, self->mla, &a));
-	mlap2p_region_info_args(&r, a.handle);
+	ASSERT_EQ(0, kt_alloc(self->fd, self->page, self->mla, &a));
+	kt_region_info_args(&r, a.handle);
 	ro = ro_copy(&r, sizeof(r));
 	ASSERT_NE(NULL, ro);
-	EXPECT_EQ(-EFAULT, mlap2p_ioctl(self->fd, MLAP2P_IOC_REGION_INFO, ro));
+	EXPECT_EQ(-EFAULT, kt_ioctl(self->fd, MLAP2P_IOC_REGION_INFO, ro));
 	munmap(ro, self->page);
-	EXPECT_EQ(0, mlap2p_free(self->fd, a.handle));
+	EXPECT_EQ(0, kt_free(self->fd, a.handle));
 }
 
-MLAP2P_TEST_MAIN
+KT_TEST_MAIN

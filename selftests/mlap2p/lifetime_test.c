@@ -9,14 +9,15 @@
  * must balance (as many frees as allocs, closes as opens).  DEV_INFO.used
  * follows the same rule per MLA.
  */
-#include "mlap2p_test.h"
+#include "mlap2p_util.h"
+#include "kselftest_harness.h"
 
 FIXTURE(life) {
 	int fd;
 	struct mlap2p_info info;
 	size_t page;
 	__u32 mla;
-	struct mlap2p_counters base;
+	struct kt_counters base;
 	__u64 base_used;
 };
 
@@ -24,14 +25,14 @@ FIXTURE_SETUP(life)
 {
 	struct mlap2p_dev_info d;
 
-	self->fd = mlap2p_dev_open();
+	self->fd = kt_dev_open();
 	ASSERT_LE(0, self->fd);
-	ASSERT_EQ(0, mlap2p_get_info(self->fd, &self->info));
-	self->page = mlap2p_page_size();
-	self->mla = mlap2p_local_mla(&self->info);
-	ASSERT_EQ(0, mlap2p_counters_read(&self->base))
-		TH_LOG("no counters under %s", MLAP2P_SYSFS_DIR);
-	ASSERT_EQ(0, mlap2p_dev_info(self->fd, self->mla, &d));
+	ASSERT_EQ(0, kt_get_info(self->fd, &self->info));
+	self->page = kt_page_size();
+	self->mla = kt_local_mla(&self->info);
+	ASSERT_EQ(0, kt_counters_read(&self->base))
+		TH_LOG("no counters under %s", KT_SYSFS_DIR);
+	ASSERT_EQ(0, kt_dev_info(self->fd, self->mla, &d));
 	self->base_used = d.used;
 }
 
@@ -45,18 +46,18 @@ static __u64 dev_used(int fd, __u32 mla)
 {
 	struct mlap2p_dev_info d;
 
-	return mlap2p_dev_info(fd, mla, &d) ? ~0ULL : d.used;
+	return kt_dev_info(fd, mla, &d) ? ~0ULL : d.used;
 }
 
 /* Live counters at baseline, cumulative ones balanced against it. */
 static void expect_baseline(struct __test_metadata *_metadata,
-			    const struct mlap2p_counters *base)
+			    const struct kt_counters *base)
 {
-	struct mlap2p_counters now;
+	struct kt_counters now;
 
-	EXPECT_TRUE(mlap2p_counters_settle(base, &now, 2000)) {
-		mlap2p_counters_log("baseline", base);
-		mlap2p_counters_log("now", &now);
+	EXPECT_TRUE(kt_counters_settle(base, &now, 2000)) {
+		kt_counters_log("baseline", base);
+		kt_counters_log("now", &now);
 	}
 	EXPECT_EQ(now.allocs - base->allocs, now.frees - base->frees);
 	EXPECT_EQ(now.opens - base->opens, now.closes - base->closes);
@@ -68,19 +69,19 @@ static void expect_baseline(struct __test_metadata *_metadata,
 TEST_F(life, counters_follow_each_operation)
 {
 	const size_t len = 3 * self->page;
-	const struct mlap2p_counters *b = &self->base;
+	const struct kt_counters *b = &self->base;
 	__u8 ipc[MLAP2P_IPC_HANDLE_SIZE];
-	struct mlap2p_counters c;
+	struct kt_counters c;
 	struct mlap2p_mem_alloc a;
 	struct mlap2p_ipc_open o;
 	void *p1, *p2;
 	int fd2;
 
-	fd2 = mlap2p_dev_open();
+	fd2 = kt_dev_open();
 	ASSERT_LE(0, fd2);
 
-	ASSERT_EQ(0, mlap2p_alloc(self->fd, len, self->mla, &a));
-	ASSERT_EQ(0, mlap2p_counters_read(&c));
+	ASSERT_EQ(0, kt_alloc(self->fd, len, self->mla, &a));
+	ASSERT_EQ(0, kt_counters_read(&c));
 	EXPECT_EQ(b->live_regions + 1, c.live_regions);
 	EXPECT_EQ(b->live_bytes + len, c.live_bytes);
 	EXPECT_EQ(b->live_handles + 1, c.live_handles);
@@ -89,35 +90,35 @@ TEST_F(life, counters_follow_each_operation)
 	EXPECT_LE(c.live_bytes, c.hwm_bytes);
 	EXPECT_EQ(self->base_used + len, dev_used(self->fd, self->mla));
 
-	ASSERT_EQ(0, mlap2p_export(self->fd, a.handle, 0, ipc));
-	ASSERT_EQ(0, mlap2p_counters_read(&c));
+	ASSERT_EQ(0, kt_export(self->fd, a.handle, 0, ipc));
+	ASSERT_EQ(0, kt_counters_read(&c));
 	EXPECT_EQ(b->exports + 1, c.exports);
 
-	ASSERT_EQ(0, mlap2p_import(fd2, ipc, &o));
-	ASSERT_EQ(0, mlap2p_counters_read(&c));
+	ASSERT_EQ(0, kt_import(fd2, ipc, &o));
+	ASSERT_EQ(0, kt_counters_read(&c));
 	EXPECT_EQ(b->live_regions + 1, c.live_regions);
 	EXPECT_EQ(b->live_bytes + len, c.live_bytes);
 	EXPECT_EQ(b->live_handles + 2, c.live_handles);
 	EXPECT_EQ(b->opens + 1, c.opens);
 
-	p1 = mlap2p_map(self->fd, a.mmap_cookie, len, PROT_READ | PROT_WRITE);
+	p1 = kt_map(self->fd, a.mmap_cookie, len, PROT_READ | PROT_WRITE);
 	ASSERT_NE(MAP_FAILED, p1);
-	p2 = mlap2p_map(fd2, o.mmap_cookie, len, PROT_READ);
+	p2 = kt_map(fd2, o.mmap_cookie, len, PROT_READ);
 	ASSERT_NE(MAP_FAILED, p2);
-	ASSERT_EQ(0, mlap2p_counters_read(&c));
+	ASSERT_EQ(0, kt_counters_read(&c));
 	EXPECT_EQ(b->live_mappings + 2, c.live_mappings);
 	munmap(p2, len);
-	ASSERT_EQ(0, mlap2p_counters_read(&c));
+	ASSERT_EQ(0, kt_counters_read(&c));
 	EXPECT_EQ(b->live_mappings + 1, c.live_mappings);
 
-	ASSERT_EQ(0, mlap2p_close_handle(fd2, o.handle));
-	ASSERT_EQ(0, mlap2p_counters_read(&c));
+	ASSERT_EQ(0, kt_close_handle(fd2, o.handle));
+	ASSERT_EQ(0, kt_counters_read(&c));
 	EXPECT_EQ(b->live_handles + 1, c.live_handles);
 	EXPECT_EQ(b->closes + 1, c.closes);
 
 	/* Freed but still mapped: the region and its bytes stay. */
-	ASSERT_EQ(0, mlap2p_free(self->fd, a.handle));
-	ASSERT_EQ(0, mlap2p_counters_read(&c));
+	ASSERT_EQ(0, kt_free(self->fd, a.handle));
+	ASSERT_EQ(0, kt_counters_read(&c));
 	EXPECT_EQ(b->frees + 1, c.frees);
 	EXPECT_EQ(b->live_handles, c.live_handles);
 	EXPECT_EQ(b->live_regions + 1, c.live_regions);
@@ -125,8 +126,8 @@ TEST_F(life, counters_follow_each_operation)
 	EXPECT_EQ(self->base_used + len, dev_used(self->fd, self->mla));
 
 	munmap(p1, len);
-	ASSERT_EQ(0, mlap2p_counters_read(&c));
-	EXPECT_TRUE(mlap2p_live_equal(b, &c));
+	ASSERT_EQ(0, kt_counters_read(&c));
+	EXPECT_TRUE(kt_live_equal(b, &c));
 	EXPECT_EQ(b->allocs + 1, c.allocs);
 	EXPECT_EQ(b->frees + 1, c.frees);
 	EXPECT_EQ(b->exports + 1, c.exports);
@@ -140,15 +141,15 @@ TEST_F(life, counters_follow_each_operation)
 TEST_F(life, hwm_bytes_keeps_the_peak)
 {
 	const size_t len = 64 * self->page;
-	struct mlap2p_counters c;
+	struct kt_counters c;
 	struct mlap2p_mem_alloc a;
 
-	ASSERT_EQ(0, mlap2p_alloc(self->fd, len, self->mla, &a));
-	ASSERT_EQ(0, mlap2p_counters_read(&c));
+	ASSERT_EQ(0, kt_alloc(self->fd, len, self->mla, &a));
+	ASSERT_EQ(0, kt_counters_read(&c));
 	EXPECT_LE(self->base.live_bytes + len, c.hwm_bytes);
 	EXPECT_LE(self->base.hwm_bytes, c.hwm_bytes);
-	ASSERT_EQ(0, mlap2p_free(self->fd, a.handle));
-	ASSERT_EQ(0, mlap2p_counters_read(&c));
+	ASSERT_EQ(0, kt_free(self->fd, a.handle));
+	ASSERT_EQ(0, kt_counters_read(&c));
 	EXPECT_LE(self->base.live_bytes + len, c.hwm_bytes);
 	EXPECT_EQ(self->base.live_bytes, c.live_bytes);
 }
@@ -169,21 +170,21 @@ static int populate(int fd, int fd2, __u32 mla, size_t page, void **maps,
 	for (k = 0; k < 8; k++) {
 		size_t len = (size_t)(k + 1) * page;
 
-		if (mlap2p_alloc(fd, len, mla, &a))
+		if (kt_alloc(fd, len, mla, &a))
 			return 1;
 		if (k % 2)
 			continue;
-		if (mlap2p_export(fd, a.handle, k % 4 ? MLAP2P_IPC_F_RDONLY : 0,
-				  ipc))
+		if (kt_export(fd, a.handle, k % 4 ? MLAP2P_IPC_F_RDONLY : 0,
+			      ipc))
 			return 2;
-		if (mlap2p_import(fd2, ipc, &o))
+		if (kt_import(fd2, ipc, &o))
 			return 3;
-		maps[*nmaps] = mlap2p_map(fd2, o.mmap_cookie, len, PROT_READ);
+		maps[*nmaps] = kt_map(fd2, o.mmap_cookie, len, PROT_READ);
 		if (maps[*nmaps] == MAP_FAILED)
 			return 4;
 		lens[(*nmaps)++] = len;
-		maps[*nmaps] = mlap2p_map(fd, a.mmap_cookie, len,
-					  PROT_READ | PROT_WRITE);
+		maps[*nmaps] = kt_map(fd, a.mmap_cookie, len,
+				      PROT_READ | PROT_WRITE);
 		if (maps[*nmaps] == MAP_FAILED)
 			return 5;
 		lens[(*nmaps)++] = len;
@@ -198,9 +199,9 @@ TEST_F(life, closing_files_releases_everything)
 	size_t lens[16];
 	int fd2, fd3, n, k;
 
-	fd2 = mlap2p_dev_open();
+	fd2 = kt_dev_open();
 	ASSERT_LE(0, fd2);
-	fd3 = mlap2p_dev_open();
+	fd3 = kt_dev_open();
 	ASSERT_LE(0, fd3);
 	ASSERT_EQ(0, populate(fd2, fd3, self->mla, self->page, maps, lens,
 			      &n));
@@ -208,7 +209,7 @@ TEST_F(life, closing_files_releases_everything)
 	close(fd3);
 	/* The mappings still hold their regions... */
 	for (k = 0; k < n; k++) {
-		EXPECT_EQ(-1, mlap2p_first_nonzero(maps[k], lens[k]));
+		EXPECT_EQ(-1, kt_first_nonzero(maps[k], lens[k]));
 	}
 	/* ...until they go too. */
 	for (k = 0; k < n; k++)
@@ -222,17 +223,17 @@ TEST_F(life, last_close_of_a_dup_releases)
 {
 	struct mlap2p_region_info r;
 	struct mlap2p_mem_alloc a;
-	struct mlap2p_counters c;
+	struct kt_counters c;
 	int fd2, dupfd;
 
-	fd2 = mlap2p_dev_open();
+	fd2 = kt_dev_open();
 	ASSERT_LE(0, fd2);
 	dupfd = dup(fd2);
 	ASSERT_LE(0, dupfd);
-	ASSERT_EQ(0, mlap2p_alloc(fd2, self->page, self->mla, &a));
+	ASSERT_EQ(0, kt_alloc(fd2, self->page, self->mla, &a));
 	close(fd2);
-	ASSERT_EQ(0, mlap2p_region_info(dupfd, a.handle, &r));
-	ASSERT_EQ(0, mlap2p_counters_read(&c));
+	ASSERT_EQ(0, kt_region_info(dupfd, a.handle, &r));
+	ASSERT_EQ(0, kt_counters_read(&c));
 	EXPECT_EQ(self->base.live_regions + 1, c.live_regions);
 	close(dupfd);
 	expect_baseline(_metadata, &self->base);
@@ -248,18 +249,18 @@ TEST_F(life, handles_belong_to_the_file)
 	struct mlap2p_mem_alloc a;
 	pid_t pid;
 
-	ASSERT_EQ(0, mlap2p_alloc(self->fd, self->page, self->mla, &a));
+	ASSERT_EQ(0, kt_alloc(self->fd, self->page, self->mla, &a));
 	fflush(stdout);
 	fflush(stderr);
 	pid = fork();
 	ASSERT_LE(0, pid);
 	if (pid == 0) {
-		if (mlap2p_region_info(self->fd, a.handle, &r))
+		if (kt_region_info(self->fd, a.handle, &r))
 			_exit(1);
-		_exit(mlap2p_free(self->fd, a.handle) ? 2 : 0);
+		_exit(kt_free(self->fd, a.handle) ? 2 : 0);
 	}
-	ASSERT_EQ(0, mlap2p_wait(pid));
-	EXPECT_EQ(-ENOENT, mlap2p_region_info(self->fd, a.handle, &r));
+	ASSERT_EQ(0, kt_wait(pid));
+	EXPECT_EQ(-ENOENT, kt_region_info(self->fd, a.handle, &r));
 	expect_baseline(_metadata, &self->base);
 }
 
@@ -281,7 +282,7 @@ static void die_holding_everything(struct __test_metadata *_metadata,
 	pid = fork();
 	ASSERT_LE(0, pid);
 	if (pid == 0) {
-		int fd2 = mlap2p_dev_open(), fd3 = mlap2p_dev_open();
+		int fd2 = kt_dev_open(), fd3 = kt_dev_open();
 		int ret;
 
 		if (fd2 < 0 || fd3 < 0)
@@ -294,7 +295,7 @@ static void die_holding_everything(struct __test_metadata *_metadata,
 			raise(SIGKILL);
 		_exit(0);
 	}
-	status = mlap2p_wait(pid);
+	status = kt_wait(pid);
 	EXPECT_EQ(kill ? 128 + SIGKILL : 0, status);
 	expect_baseline(_metadata, &self->base);
 	EXPECT_EQ(self->base_used, dev_used(self->fd, self->mla));
@@ -318,28 +319,28 @@ TEST_F(life, last_importer_exit_frees_the_region)
 {
 	__u8 ipc[MLAP2P_IPC_HANDLE_SIZE];
 	struct mlap2p_mem_alloc a;
-	struct mlap2p_counters c;
+	struct kt_counters c;
 	int go[2], ready[2];
 	pid_t pid;
 	char ch;
 
 	ASSERT_EQ(0, pipe(go));
 	ASSERT_EQ(0, pipe(ready));
-	ASSERT_EQ(0, mlap2p_alloc(self->fd, 2 * self->page, self->mla, &a));
-	ASSERT_EQ(0, mlap2p_export(self->fd, a.handle, 0, ipc));
+	ASSERT_EQ(0, kt_alloc(self->fd, 2 * self->page, self->mla, &a));
+	ASSERT_EQ(0, kt_export(self->fd, a.handle, 0, ipc));
 	fflush(stdout);
 	fflush(stderr);
 	pid = fork();
 	ASSERT_LE(0, pid);
 	if (pid == 0) {
 		struct mlap2p_ipc_open o;
-		int fd = mlap2p_dev_open();
+		int fd = kt_dev_open();
 		void *m;
 
 		close(self->fd);
-		if (fd < 0 || mlap2p_import(fd, ipc, &o))
+		if (fd < 0 || kt_import(fd, ipc, &o))
 			_exit(10);
-		m = mlap2p_map(fd, o.mmap_cookie, o.size, PROT_READ);
+		m = kt_map(fd, o.mmap_cookie, o.size, PROT_READ);
 		if (m == MAP_FAILED)
 			_exit(11);
 		if (write(ready[1], "r", 1) != 1)
@@ -347,23 +348,23 @@ TEST_F(life, last_importer_exit_frees_the_region)
 		/* Hold on until the parent has let go of everything. */
 		if (read(go[0], &ch, 1) != 1)
 			_exit(13);
-		_exit(mlap2p_first_nonzero(m, o.size) == -1 ? 0 : 14);
+		_exit(kt_first_nonzero(m, o.size) == -1 ? 0 : 14);
 	}
 	close(go[0]);
 	close(ready[1]);
 	ASSERT_EQ(1, read(ready[0], &ch, 1));
-	ASSERT_EQ(0, mlap2p_free(self->fd, a.handle));
+	ASSERT_EQ(0, kt_free(self->fd, a.handle));
 	close(self->fd);
 	self->fd = -1;
-	ASSERT_EQ(0, mlap2p_counters_read(&c));
+	ASSERT_EQ(0, kt_counters_read(&c));
 	EXPECT_EQ(self->base.live_regions + 1, c.live_regions);
 	EXPECT_EQ(self->base.live_handles + 1, c.live_handles);
 	EXPECT_EQ(self->base.live_mappings + 1, c.live_mappings);
 	ASSERT_EQ(1, write(go[1], "g", 1));
-	EXPECT_EQ(0, mlap2p_wait(pid));
+	EXPECT_EQ(0, kt_wait(pid));
 	close(go[1]);
 	close(ready[0]);
 	expect_baseline(_metadata, &self->base);
 }
 
-MLAP2P_TEST_MAIN
+KT_TEST_MAIN

@@ -9,7 +9,8 @@
  * no inheritance over fork, mappings outliving their handle and file, and
  * VMA splits counted correctly.
  */
-#include "mlap2p_test.h"
+#include "mlap2p_util.h"
+#include "kselftest_harness.h"
 
 #include <sys/resource.h>
 
@@ -25,13 +26,13 @@ FIXTURE(map) {
 
 FIXTURE_SETUP(map)
 {
-	self->fd = mlap2p_dev_open();
+	self->fd = kt_dev_open();
 	ASSERT_LE(0, self->fd);
-	ASSERT_EQ(0, mlap2p_get_info(self->fd, &self->info));
-	self->page = mlap2p_page_size();
+	ASSERT_EQ(0, kt_get_info(self->fd, &self->info));
+	self->page = kt_page_size();
 	self->len = MAP_PAGES * self->page;
-	self->mla = mlap2p_local_mla(&self->info);
-	ASSERT_EQ(0, mlap2p_alloc(self->fd, self->len, self->mla, &self->a));
+	self->mla = kt_local_mla(&self->info);
+	ASSERT_EQ(0, kt_alloc(self->fd, self->len, self->mla, &self->a));
 }
 
 FIXTURE_TEARDOWN(map)
@@ -42,14 +43,14 @@ FIXTURE_TEARDOWN(map)
 
 static void *map_rw(int fd, __u64 cookie, size_t len)
 {
-	return mlap2p_map(fd, cookie, len, PROT_READ | PROT_WRITE);
+	return kt_map(fd, cookie, len, PROT_READ | PROT_WRITE);
 }
 
 /* Mappings of the region (REGION_INFO), or -errno. */
 static long region_mappings(int fd, __u32 handle)
 {
 	struct mlap2p_region_info r;
-	int ret = mlap2p_region_info(fd, handle, &r);
+	int ret = kt_region_info(fd, handle, &r);
 
 	return ret ? ret : (long)r.mappings;
 }
@@ -62,16 +63,16 @@ TEST_F(map, new_region_reads_zero)
 
 	p = map_rw(self->fd, self->a.mmap_cookie, self->len);
 	ASSERT_NE(MAP_FAILED, p);
-	EXPECT_EQ(-1, mlap2p_first_nonzero(p, self->len));
+	EXPECT_EQ(-1, kt_first_nonzero(p, self->len));
 	munmap(p, self->len);
 
 	/* Several 2 MiB chunks and a tail. */
-	ASSERT_EQ(0, mlap2p_alloc(self->fd, big, self->mla, &b));
-	p = mlap2p_map(self->fd, b.mmap_cookie, big, PROT_READ);
+	ASSERT_EQ(0, kt_alloc(self->fd, big, self->mla, &b));
+	p = kt_map(self->fd, b.mmap_cookie, big, PROT_READ);
 	ASSERT_NE(MAP_FAILED, p);
-	EXPECT_EQ(-1, mlap2p_first_nonzero(p, big));
+	EXPECT_EQ(-1, kt_first_nonzero(p, big));
 	munmap(p, big);
-	EXPECT_EQ(0, mlap2p_free(self->fd, b.handle));
+	EXPECT_EQ(0, kt_free(self->fd, b.handle));
 }
 
 /*
@@ -87,15 +88,15 @@ TEST_F(map, region_after_a_dirty_free_reads_zero)
 	void *p;
 
 	for (round = 0; round < 8; round++) {
-		ASSERT_EQ(0, mlap2p_alloc(self->fd, len, self->mla, &b));
+		ASSERT_EQ(0, kt_alloc(self->fd, len, self->mla, &b));
 		p = map_rw(self->fd, b.mmap_cookie, len);
 		ASSERT_NE(MAP_FAILED, p);
-		nz = mlap2p_first_nonzero(p, len);
+		nz = kt_first_nonzero(p, len);
 		EXPECT_EQ(-1, nz) TH_LOG("round %d: byte %ld is 0x%02x", round,
 					 nz, ((unsigned char *)p)[nz]);
 		memset(p, 0xa5, len);
 		munmap(p, len);
-		ASSERT_EQ(0, mlap2p_free(self->fd, b.handle));
+		ASSERT_EQ(0, kt_free(self->fd, b.handle));
 	}
 }
 
@@ -107,10 +108,10 @@ TEST_F(map, mappings_of_a_region_are_coherent)
 	char *p1, *p2, *p3;
 	int fd2;
 
-	fd2 = mlap2p_dev_open();
+	fd2 = kt_dev_open();
 	ASSERT_LE(0, fd2);
-	ASSERT_EQ(0, mlap2p_export(self->fd, self->a.handle, 0, ipc));
-	ASSERT_EQ(0, mlap2p_import(fd2, ipc, &o));
+	ASSERT_EQ(0, kt_export(self->fd, self->a.handle, 0, ipc));
+	ASSERT_EQ(0, kt_import(fd2, ipc, &o));
 	p1 = map_rw(self->fd, self->a.mmap_cookie, self->len);
 	ASSERT_NE(MAP_FAILED, p1);
 	p2 = map_rw(self->fd, self->a.mmap_cookie, self->len);
@@ -118,11 +119,11 @@ TEST_F(map, mappings_of_a_region_are_coherent)
 	p3 = map_rw(fd2, o.mmap_cookie, self->len);
 	ASSERT_NE(MAP_FAILED, p3);
 
-	mlap2p_fill(p1, self->len, 11);
-	EXPECT_EQ(-1, mlap2p_check(p2, self->len, 11));
-	EXPECT_EQ(-1, mlap2p_check(p3, self->len, 11));
-	mlap2p_fill(p3, self->len, 12);
-	EXPECT_EQ(-1, mlap2p_check(p1, self->len, 12));
+	kt_fill(p1, self->len, 11);
+	EXPECT_EQ(-1, kt_check(p2, self->len, 11));
+	EXPECT_EQ(-1, kt_check(p3, self->len, 11));
+	kt_fill(p3, self->len, 12);
+	EXPECT_EQ(-1, kt_check(p1, self->len, 12));
 	EXPECT_EQ(3, region_mappings(self->fd, self->a.handle));
 
 	munmap(p1, self->len);
@@ -140,18 +141,18 @@ TEST_F(map, offsets_inside_a_large_region)
 	struct mlap2p_mem_alloc b;
 	char *whole, *part;
 
-	ASSERT_EQ(0, mlap2p_alloc(self->fd, big, self->mla, &b));
+	ASSERT_EQ(0, kt_alloc(self->fd, big, self->mla, &b));
 	whole = map_rw(self->fd, b.mmap_cookie, big);
 	ASSERT_NE(MAP_FAILED, whole);
-	mlap2p_fill(whole, big, 13);
+	kt_fill(whole, big, 13);
 	part = map_rw(self->fd, b.mmap_cookie + off, big - off);
 	ASSERT_NE(MAP_FAILED, part);
 	EXPECT_EQ(0, memcmp(whole + off, part, big - off));
-	mlap2p_fill(part, big - off, 14);
-	EXPECT_EQ(-1, mlap2p_check(whole + off, big - off, 14));
+	kt_fill(part, big - off, 14);
+	EXPECT_EQ(-1, kt_check(whole + off, big - off, 14));
 	munmap(part, big - off);
 	munmap(whole, big);
-	EXPECT_EQ(0, mlap2p_free(self->fd, b.handle));
+	EXPECT_EQ(0, kt_free(self->fd, b.handle));
 }
 
 TEST_F(map, map_private_is_refused)
@@ -190,7 +191,7 @@ TEST_F(map, ranges_outside_the_region_are_refused)
 	size_t k;
 
 	for (k = 0; k < sizeof(bad) / sizeof(bad[0]); k++) {
-		p = mlap2p_map(self->fd, bad[k].off, bad[k].len, PROT_READ);
+		p = kt_map(self->fd, bad[k].off, bad[k].len, PROT_READ);
 		EXPECT_EQ(MAP_FAILED, p) TH_LOG("%s", bad[k].what);
 		EXPECT_EQ(EINVAL, errno) TH_LOG("%s", bad[k].what);
 		if (p != MAP_FAILED)
@@ -200,7 +201,7 @@ TEST_F(map, ranges_outside_the_region_are_refused)
 	/* A window inside the region is fine and lands at its offset. */
 	whole = map_rw(self->fd, c, len);
 	ASSERT_NE(MAP_FAILED, whole);
-	mlap2p_fill(whole, len, 15);
+	kt_fill(whole, len, 15);
 	p = map_rw(self->fd, c + pg, len - 2 * pg);
 	ASSERT_NE(MAP_FAILED, p);
 	EXPECT_EQ(0, memcmp(whole + pg, p, len - 2 * pg));
@@ -208,7 +209,7 @@ TEST_F(map, ranges_outside_the_region_are_refused)
 	EXPECT_EQ(0x42, whole[pg]);
 	munmap(p, len - 2 * pg);
 	/* And so is the last page alone. */
-	p = mlap2p_map(self->fd, c + len - pg, pg, PROT_READ);
+	p = kt_map(self->fd, c + len - pg, pg, PROT_READ);
 	ASSERT_NE(MAP_FAILED, p);
 	EXPECT_EQ(0, memcmp(whole + len - pg, p, pg));
 	munmap(p, pg);
@@ -222,7 +223,7 @@ static bool cookie_taken(int fd, __u64 off, const __u32 *handles, int n)
 	int k;
 
 	for (k = 0; k < n; k++) {
-		if (mlap2p_region_info(fd, handles[k], &r))
+		if (kt_region_info(fd, handles[k], &r))
 			continue;
 		if (off >= r.mmap_cookie && off < r.mmap_cookie + r.size)
 			return true;
@@ -235,16 +236,16 @@ TEST_F(map, stale_and_unknown_cookies_are_refused)
 	struct mlap2p_mem_alloc b;
 	void *p;
 
-	ASSERT_EQ(0, mlap2p_alloc(self->fd, self->page, self->mla, &b));
-	ASSERT_EQ(0, mlap2p_free(self->fd, b.handle));
+	ASSERT_EQ(0, kt_alloc(self->fd, self->page, self->mla, &b));
+	ASSERT_EQ(0, kt_free(self->fd, b.handle));
 	ASSERT_FALSE(cookie_taken(self->fd, b.mmap_cookie, &self->a.handle,
 				  1));
-	p = mlap2p_map(self->fd, b.mmap_cookie, self->page, PROT_READ);
+	p = kt_map(self->fd, b.mmap_cookie, self->page, PROT_READ);
 	EXPECT_EQ(MAP_FAILED, p);
 	EXPECT_EQ(EINVAL, errno);
 
 	if (!cookie_taken(self->fd, 0, &self->a.handle, 1)) {
-		p = mlap2p_map(self->fd, 0, self->page, PROT_READ);
+		p = kt_map(self->fd, 0, self->page, PROT_READ);
 		EXPECT_EQ(MAP_FAILED, p);
 		EXPECT_EQ(EINVAL, errno);
 	}
@@ -261,18 +262,18 @@ TEST_F(map, cookie_of_another_file_is_refused)
 	int fd2, k;
 	void *p;
 
-	fd2 = mlap2p_dev_open();
+	fd2 = kt_dev_open();
 	ASSERT_LE(0, fd2);
 	for (k = 0; k < 3; k++) {
-		ASSERT_EQ(0, mlap2p_alloc(fd2, self->page, self->mla, &b[k]));
+		ASSERT_EQ(0, kt_alloc(fd2, self->page, self->mla, &b[k]));
 	}
 	for (k = 0; k < 3; k++) {
 		if (cookie_taken(self->fd, b[k].mmap_cookie, &self->a.handle,
 				 1))
 			continue;
 		tried = true;
-		p = mlap2p_map(self->fd, b[k].mmap_cookie, self->page,
-			       PROT_READ);
+		p = kt_map(self->fd, b[k].mmap_cookie, self->page,
+			   PROT_READ);
 		EXPECT_EQ(MAP_FAILED, p) TH_LOG("cookie of handle %d", k);
 		EXPECT_EQ(EINVAL, errno);
 	}
@@ -287,21 +288,21 @@ TEST_F(map, read_only_import_cannot_write)
 	char *w, *r;
 	int fd2;
 
-	fd2 = mlap2p_dev_open();
+	fd2 = kt_dev_open();
 	ASSERT_LE(0, fd2);
-	ASSERT_EQ(0, mlap2p_export(self->fd, self->a.handle,
-				   MLAP2P_IPC_F_RDONLY, ipc));
-	ASSERT_EQ(0, mlap2p_import(fd2, ipc, &o));
+	ASSERT_EQ(0, kt_export(self->fd, self->a.handle,
+			       MLAP2P_IPC_F_RDONLY, ipc));
+	ASSERT_EQ(0, kt_import(fd2, ipc, &o));
 	ASSERT_EQ(1U, o.access);
 
 	r = map_rw(fd2, o.mmap_cookie, self->len);
 	EXPECT_EQ(MAP_FAILED, r);
 	EXPECT_EQ(EACCES, errno);
-	r = mlap2p_map(fd2, o.mmap_cookie, self->len, PROT_WRITE);
+	r = kt_map(fd2, o.mmap_cookie, self->len, PROT_WRITE);
 	EXPECT_EQ(MAP_FAILED, r);
 	EXPECT_EQ(EACCES, errno);
 
-	r = mlap2p_map(fd2, o.mmap_cookie, self->len, PROT_READ);
+	r = kt_map(fd2, o.mmap_cookie, self->len, PROT_READ);
 	ASSERT_NE(MAP_FAILED, r);
 	EXPECT_EQ(-1, mprotect(r, self->len, PROT_READ | PROT_WRITE));
 	EXPECT_EQ(EACCES, errno);
@@ -311,8 +312,8 @@ TEST_F(map, read_only_import_cannot_write)
 	/* The owner's writes show through the read-only mapping. */
 	w = map_rw(self->fd, self->a.mmap_cookie, self->len);
 	ASSERT_NE(MAP_FAILED, w);
-	mlap2p_fill(w, self->len, 16);
-	EXPECT_EQ(-1, mlap2p_check(r, self->len, 16));
+	kt_fill(w, self->len, 16);
+	EXPECT_EQ(-1, kt_check(r, self->len, 16));
 	munmap(w, self->len);
 	munmap(r, self->len);
 	close(fd2);
@@ -323,14 +324,14 @@ TEST_F(map, owner_may_upgrade_its_mapping)
 {
 	char *p;
 
-	p = mlap2p_map(self->fd, self->a.mmap_cookie, self->len, PROT_READ);
+	p = kt_map(self->fd, self->a.mmap_cookie, self->len, PROT_READ);
 	ASSERT_NE(MAP_FAILED, p);
 	ASSERT_EQ(0, mprotect(p, self->len, PROT_READ | PROT_WRITE));
 	p[0] = 1;
 	munmap(p, self->len);
 }
 
-/* Touch @p in a forked child; returns the child's status (mlap2p_wait). */
+/* Touch @p in a forked child; returns the child's status (kt_wait). */
 static int touch_in_child(volatile char *p, bool write)
 {
 	pid_t pid;
@@ -355,7 +356,7 @@ static int touch_in_child(volatile char *p, bool write)
 			(void)p[0];
 		_exit(0);
 	}
-	return mlap2p_wait(pid);
+	return kt_wait(pid);
 }
 
 TEST_F(map, fork_does_not_inherit_the_mapping)
@@ -364,13 +365,13 @@ TEST_F(map, fork_does_not_inherit_the_mapping)
 
 	p = map_rw(self->fd, self->a.mmap_cookie, self->len);
 	ASSERT_NE(MAP_FAILED, p);
-	mlap2p_fill(p, self->len, 17);
+	kt_fill(p, self->len, 17);
 
 	EXPECT_EQ(128 + SIGSEGV, touch_in_child(p, false));
 	EXPECT_EQ(128 + SIGSEGV, touch_in_child(p + self->len - 1, true));
 	/* Only our own VMA was ever counted; our data is untouched. */
 	EXPECT_EQ(1, region_mappings(self->fd, self->a.handle));
-	EXPECT_EQ(-1, mlap2p_check(p, self->len, 17));
+	EXPECT_EQ(-1, kt_check(p, self->len, 17));
 	munmap(p, self->len);
 }
 
@@ -445,7 +446,7 @@ TEST_F(map, mremap_moves_a_mapping)
 
 	p = map_rw(self->fd, self->a.mmap_cookie, self->len);
 	ASSERT_NE(MAP_FAILED, p);
-	mlap2p_fill(p, self->len, 21);
+	kt_fill(p, self->len, 21);
 	/* A free spot to move to. */
 	hole = mmap(NULL, self->len, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS,
 		    -1, 0);
@@ -453,12 +454,12 @@ TEST_F(map, mremap_moves_a_mapping)
 	q = mremap(p, self->len, self->len, MREMAP_MAYMOVE | MREMAP_FIXED,
 		   hole);
 	ASSERT_EQ(hole, q);
-	EXPECT_EQ(-1, mlap2p_check(q, self->len, 21));
+	EXPECT_EQ(-1, kt_check(q, self->len, 21));
 	EXPECT_EQ(1, region_mappings(self->fd, self->a.handle));
 	/* Shrinking is fine too. */
 	ASSERT_EQ(q, mremap(q, self->len, self->page, 0));
 	EXPECT_EQ(1, region_mappings(self->fd, self->a.handle));
-	EXPECT_EQ(-1, mlap2p_check(q, self->page, 21));
+	EXPECT_EQ(-1, kt_check(q, self->page, 21));
 	munmap(q, self->page);
 	EXPECT_EQ(0, region_mappings(self->fd, self->a.handle));
 }
@@ -470,13 +471,13 @@ TEST_F(map, madv_dontneed_keeps_the_data)
 
 	p = map_rw(self->fd, self->a.mmap_cookie, self->len);
 	ASSERT_NE(MAP_FAILED, p);
-	mlap2p_fill(p, self->len, 22);
+	kt_fill(p, self->len, 22);
 	ASSERT_EQ(0, madvise(p, self->len, MADV_DONTNEED));
-	EXPECT_EQ(-1, mlap2p_check(p, self->len, 22));
+	EXPECT_EQ(-1, kt_check(p, self->len, 22));
 	munmap(p, self->len);
-	p = mlap2p_map(self->fd, self->a.mmap_cookie, self->len, PROT_READ);
+	p = kt_map(self->fd, self->a.mmap_cookie, self->len, PROT_READ);
 	ASSERT_NE(MAP_FAILED, p);
-	EXPECT_EQ(-1, mlap2p_check(p, self->len, 22));
+	EXPECT_EQ(-1, kt_check(p, self->len, 22));
 	munmap(p, self->len);
 }
 
@@ -490,7 +491,7 @@ TEST_F(map, split_mapping_is_counted)
 	ASSERT_NE(NULL, ref);
 	p = map_rw(self->fd, self->a.mmap_cookie, self->len);
 	ASSERT_NE(MAP_FAILED, p);
-	mlap2p_fill(p, self->len, 18);
+	kt_fill(p, self->len, 18);
 	memcpy(ref, p, self->len);
 	ASSERT_EQ(0, munmap(p + pg, pg));
 	EXPECT_EQ(2, region_mappings(self->fd, self->a.handle));
@@ -509,30 +510,30 @@ TEST_F(map, split_mapping_is_counted)
  */
 TEST_F(map, mapping_outlives_handle_and_file)
 {
-	struct mlap2p_counters base, mid;
+	struct kt_counters base, mid;
 	bool ctr;
 	char *p;
 	int fd;
 
-	ctr = mlap2p_counters_read(&base) == 0;
-	fd = mlap2p_dev_open();
+	ctr = kt_counters_read(&base) == 0;
+	fd = kt_dev_open();
 	ASSERT_LE(0, fd);
 	{
 		struct mlap2p_mem_alloc b;
 
-		ASSERT_EQ(0, mlap2p_alloc(fd, self->len, self->mla, &b));
+		ASSERT_EQ(0, kt_alloc(fd, self->len, self->mla, &b));
 		p = map_rw(fd, b.mmap_cookie, self->len);
 		ASSERT_NE(MAP_FAILED, p);
-		mlap2p_fill(p, self->len, 19);
-		ASSERT_EQ(0, mlap2p_free(fd, b.handle));
+		kt_fill(p, self->len, 19);
+		ASSERT_EQ(0, kt_free(fd, b.handle));
 	}
 	close(fd);
 
-	EXPECT_EQ(-1, mlap2p_check(p, self->len, 19));
-	mlap2p_fill(p, self->len, 20);
-	EXPECT_EQ(-1, mlap2p_check(p, self->len, 20));
+	EXPECT_EQ(-1, kt_check(p, self->len, 19));
+	kt_fill(p, self->len, 20);
+	EXPECT_EQ(-1, kt_check(p, self->len, 20));
 	if (ctr) {
-		ASSERT_EQ(0, mlap2p_counters_read(&mid));
+		ASSERT_EQ(0, kt_counters_read(&mid));
 		EXPECT_EQ(base.live_regions + 1, mid.live_regions);
 		EXPECT_EQ(base.live_bytes + self->len, mid.live_bytes);
 		EXPECT_EQ(base.live_mappings + 1, mid.live_mappings);
@@ -540,11 +541,11 @@ TEST_F(map, mapping_outlives_handle_and_file)
 	}
 	munmap(p, self->len);
 	if (ctr) {
-		EXPECT_TRUE(mlap2p_counters_settle(&base, &mid, 2000)) {
-			mlap2p_counters_log("baseline", &base);
-			mlap2p_counters_log("now", &mid);
+		EXPECT_TRUE(kt_counters_settle(&base, &mid, 2000)) {
+			kt_counters_log("baseline", &base);
+			kt_counters_log("now", &mid);
 		}
 	}
 }
 
-MLAP2P_TEST_MAIN
+KT_TEST_MAIN

@@ -1,12 +1,15 @@
 #!/bin/sh
 # SPDX-License-Identifier: GPL-2.0
 #
-# Run the mlap2p selftests in DIR and print KTAP.
+# Run the mlap2p tests in each DIR and print KTAP: one plan for all.
 #
-#   run_tests.sh [--host|--vm] [DIR]
+#   run_tests.sh [--host|--vm] [DIR...]
 #
-# Runs every executable *_test in DIR, then every *.sh in DIR (not this
-# script), each with a timeout, from inside DIR.  A program's exit status
+# Runs every executable *_test of the DIRs, then every *.sh (not this
+# script), each in name order across the DIRs (so the kernel ABI's
+# selftests and the library's test/ interleave as when they shared one
+# folder), each with a timeout, from inside its DIR.  DIR defaults to this
+# script's folder.  A program's exit status
 # decides its line: 0 ok, 4 ok # SKIP, 124 (timeout) or anything else not ok.
 # Its own output is shown indented with "# ", as kselftest's runner does.
 #
@@ -18,8 +21,8 @@
 #
 # Environment:
 #   MLAP2P_TEST_FILTER   glob(s), space separated: run only matching programs
-#   MLAP2P_TEST_TIMEOUT  seconds per program (default: "timeout=" in
-#                        DIR/settings, else 300)
+#   MLAP2P_TEST_TIMEOUT  seconds per program (default: the largest
+#                        "timeout=" in the DIRs' settings, else 300)
 #   MLAP2P_TEST_COUNTS   file to write "passed failed skipped" to
 #
 # A program still running a minute after its timeout (unkillable, or its
@@ -31,12 +34,12 @@
 set -u
 
 mode=host
-dir=
+dirs=
 me=$(basename "$0")
 splat='WARNING:|BUG:|Oops|KASAN|lockdep|possible circular|kmemleak|UBSAN|general protection'
 
 usage() {
-	sed -n '4,30p' "$0" | sed 's/^# \{0,1\}//'
+	sed -n '4,32p' "$0" | sed 's/^# \{0,1\}//'
 }
 
 while [ $# -gt 0 ]; do
@@ -46,19 +49,24 @@ while [ $# -gt 0 ]; do
 	-h | --help) usage; exit 0 ;;
 	-*) echo "$me: unknown option '$1'" >&2; usage >&2; exit 2 ;;
 	*)
-		[ -z "$dir" ] || { echo "$me: one DIR only" >&2; exit 2; }
-		dir=$1
+		[ -d "$1" ] || { echo "$me: '$1' is not a directory" >&2; exit 2; }
+		dirs="$dirs$(cd "$1" && pwd)
+"
 		;;
 	esac
 	shift
 done
-[ -n "$dir" ] || dir=$(dirname "$0")
-[ -d "$dir" ] || { echo "$me: '$dir' is not a directory" >&2; exit 2; }
-dir=$(cd "$dir" && pwd)
+[ -n "$dirs" ] || dirs="$(cd "$(dirname "$0")" && pwd)
+"
+# For messages: the DIRs on one line.
+dir=$(printf '%s' "$dirs" | tr '\n' ' ' | sed 's/ $//')
 
 tmo=${MLAP2P_TEST_TIMEOUT:-}
-if [ -z "$tmo" ] && [ -r "$dir/settings" ]; then
-	tmo=$(sed -n 's/^timeout=\([0-9][0-9]*\).*/\1/p' "$dir/settings" | tail -n 1)
+if [ -z "$tmo" ]; then
+	tmo=$(printf '%s' "$dirs" | while IFS= read -r d; do
+		[ -r "$d/settings" ] &&
+			sed -n 's/^timeout=\([0-9][0-9]*\).*/\1/p' "$d/settings" | tail -n 1
+	done | sort -n | tail -n 1)
 fi
 tmo=${tmo:-300}
 
@@ -92,17 +100,25 @@ matches() {
 	return 1
 }
 
-# The tests, in order: C programs, then scripts.
-: >"$tmp/list"
-for f in "$dir"/*_test "$dir"/*.sh; do
-	[ -f "$f" ] || continue
-	name=$(basename "$f")
-	[ "$name" = "$me" ] && continue
-	[ "$name" = run_tests.sh ] && continue
-	case $name in *.sh) ;; *) [ -x "$f" ] || continue ;; esac
-	matches "$name" || continue
-	echo "$name" >>"$tmp/list"
+# The tests, in order: C programs, then scripts, each by name; a line is
+# "NAME DIR".
+: >"$tmp/progs"
+: >"$tmp/scripts"
+printf '%s' "$dirs" | while IFS= read -r d; do
+	for f in "$d"/*_test "$d"/*.sh; do
+		[ -f "$f" ] || continue
+		name=$(basename "$f")
+		[ "$name" = "$me" ] && continue
+		[ "$name" = run_tests.sh ] && continue
+		case $name in *.sh) ;; *) [ -x "$f" ] || continue ;; esac
+		matches "$name" || continue
+		case $name in
+		*.sh) echo "$name $d" >>"$tmp/scripts" ;;
+		*) echo "$name $d" >>"$tmp/progs" ;;
+		esac
+	done
 done
+{ sort -k1,1 "$tmp/progs"; sort -k1,1 "$tmp/scripts"; } >"$tmp/list"
 ntests=$(wc -l <"$tmp/list" | tr -d ' ')
 
 kmsg_ok=0
@@ -182,7 +198,7 @@ cases_pass=0
 cases_fail=0
 cases_skip=0
 run_start=$(date +%s)
-while read -r name; do
+while read -r name d; do
 	n=$((n + 1))
 	marker="mlap2p-selftests: run $$ test $n $name"
 	[ $kmsg_ok = 1 ] && echo "$marker" >/dev/kmsg 2>/dev/null
@@ -192,7 +208,7 @@ while read -r name; do
 	watchdog $n "$name" &
 	wd=$!
 	(
-		cd "$dir" || exit 2
+		cd "$d" || exit 2
 		if [ -x "$name" ]; then
 			run_timeout "./$name" </dev/null 2>&1
 		else

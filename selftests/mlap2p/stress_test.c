@@ -16,7 +16,8 @@
  * 20 s under TCG; MLAP2P_SLOW=1 (the KASAN/lockdep kernel; also implied
  * by MLAP2P_VM_LANE=debug) runs fewer iterations.
  */
-#include "mlap2p_test.h"
+#include "mlap2p_util.h"
+#include "kselftest_harness.h"
 
 #include <pthread.h>
 
@@ -151,7 +152,7 @@ static void cross_open(struct worker *w, uint32_t *rnd)
 		return;
 	if (!slot_read(&w->board->slot[other], ipc, &seed, &len))
 		return;
-	ret = mlap2p_import(w->fd_imp, ipc, &o);
+	ret = kt_import(w->fd_imp, ipc, &o);
 	if (ret == -ENOENT) {
 		__atomic_add_fetch(&w->board->cross_stale, 1, __ATOMIC_RELAXED);
 		return;
@@ -166,16 +167,16 @@ static void cross_open(struct worker *w, uint32_t *rnd)
 			   (unsigned long long)o.size,
 			   (unsigned long long)len);
 	}
-	m = mlap2p_map(w->fd_imp, o.mmap_cookie, o.size, PROT_READ);
+	m = kt_map(w->fd_imp, o.mmap_cookie, o.size, PROT_READ);
 	if (m == MAP_FAILED) {
 		worker_err(w, "cross mmap: %s", strerror(errno));
 	} else {
 		/* The owner fills the region before it publishes. */
-		if (mlap2p_check(m, o.size, seed) >= 0)
+		if (kt_check(m, o.size, seed) >= 0)
 			worker_err(w, "cross data does not match the slot");
 		munmap(m, o.size);
 	}
-	ret = mlap2p_close_handle(w->fd_imp, o.handle);
+	ret = kt_close_handle(w->fd_imp, o.handle);
 	if (ret)
 		worker_err(w, "cross close: %d", ret);
 }
@@ -196,45 +197,45 @@ static bool cycle(struct worker *w, uint32_t *rnd, int iter)
 
 	if (iter % 25 == 7)
 		len = (2UL << 20) + w->page;	/* across a 2 MiB chunk */
-	ret = mlap2p_alloc(w->fd_own, len, w->mla, &a);
+	ret = kt_alloc(w->fd_own, len, w->mla, &a);
 	if (ret) {
 		worker_err(w, "alloc %zu: %d", len, ret);
 		return false;
 	}
-	m = mlap2p_map(w->fd_own, a.mmap_cookie, len, PROT_READ | PROT_WRITE);
+	m = kt_map(w->fd_own, a.mmap_cookie, len, PROT_READ | PROT_WRITE);
 	if (m == MAP_FAILED) {
 		worker_err(w, "mmap: %s", strerror(errno));
-		mlap2p_free(w->fd_own, a.handle);
+		kt_free(w->fd_own, a.handle);
 		return false;
 	}
-	if (mlap2p_first_nonzero(m, len) != -1)
+	if (kt_first_nonzero(m, len) != -1)
 		worker_err(w, "new region is not zero");
-	mlap2p_fill(m, len, seed);
+	kt_fill(m, len, seed);
 
-	ret = mlap2p_export(w->fd_own, a.handle, flags, ipc);
+	ret = kt_export(w->fd_own, a.handle, flags, ipc);
 	if (ret)
 		worker_err(w, "export: %d", ret);
 	else
 		slot_publish(&w->board->slot[w->idx], ipc, seed, len);
 
 	/* Our own region through the process's other file. */
-	ret = ret ? ret : mlap2p_import(w->fd_imp, ipc, &o);
+	ret = ret ? ret : kt_import(w->fd_imp, ipc, &o);
 	if (ret) {
 		worker_err(w, "import own: %d", ret);
 	} else {
-		mi = mlap2p_map(w->fd_imp, o.mmap_cookie, len,
-				flags ? PROT_READ : PROT_READ | PROT_WRITE);
+		mi = kt_map(w->fd_imp, o.mmap_cookie, len,
+			    flags ? PROT_READ : PROT_READ | PROT_WRITE);
 		if (mi == MAP_FAILED) {
 			worker_err(w, "mmap import: %s", strerror(errno));
 		} else {
-			if (mlap2p_check(mi, len, seed) >= 0)
+			if (kt_check(mi, len, seed) >= 0)
 				worker_err(w, "import sees other data");
 			munmap(mi, len);
 		}
-		if (mlap2p_region_info(w->fd_own, a.handle, &ri) ||
+		if (kt_region_info(w->fd_own, a.handle, &ri) ||
 		    ri.importers < 1 || ri.size != len)
 			worker_err(w, "region info");
-		ret = mlap2p_close_handle(w->fd_imp, o.handle);
+		ret = kt_close_handle(w->fd_imp, o.handle);
 		if (ret)
 			worker_err(w, "close own import: %d", ret);
 	}
@@ -244,15 +245,15 @@ static bool cycle(struct worker *w, uint32_t *rnd, int iter)
 
 	/* Free before or after the last munmap: both must work. */
 	if (free_first) {
-		ret = mlap2p_free(w->fd_own, a.handle);
+		ret = kt_free(w->fd_own, a.handle);
 		if (ret)
 			worker_err(w, "free (mapped): %d", ret);
-		if (mlap2p_check(m, len, seed) >= 0)
+		if (kt_check(m, len, seed) >= 0)
 			worker_err(w, "data changed after free");
 		munmap(m, len);
 	} else {
 		munmap(m, len);
-		ret = mlap2p_free(w->fd_own, a.handle);
+		ret = kt_free(w->fd_own, a.handle);
 		if (ret)
 			worker_err(w, "free: %d", ret);
 	}
@@ -280,15 +281,15 @@ static int stress_process(struct board *board, int p, __u32 mla)
 	struct worker w[STRESS_THREADS];
 	int fd_own, fd_imp, t, total = 0;
 
-	fd_own = mlap2p_dev_open();
-	fd_imp = mlap2p_dev_open();
+	fd_own = kt_dev_open();
+	fd_imp = kt_dev_open();
 	if (fd_own < 0 || fd_imp < 0)
 		return 10;
 	for (t = 0; t < STRESS_THREADS; t++) {
 		w[t] = (struct worker){
 			.board = board, .idx = p * STRESS_THREADS + t,
 			.fd_own = fd_own, .fd_imp = fd_imp, .mla = mla,
-			.page = mlap2p_page_size(), .iters = iterations(),
+			.page = kt_page_size(), .iters = iterations(),
 		};
 		if (pthread_create(&w[t].tid, NULL, worker_main, &w[t]))
 			return 11;
@@ -307,7 +308,7 @@ FIXTURE(stress) {
 	int fd;
 	struct mlap2p_info info;
 	__u32 mla;
-	struct mlap2p_counters base;
+	struct kt_counters base;
 	__u64 base_used;
 };
 
@@ -315,12 +316,12 @@ FIXTURE_SETUP(stress)
 {
 	struct mlap2p_dev_info d;
 
-	self->fd = mlap2p_dev_open();
+	self->fd = kt_dev_open();
 	ASSERT_LE(0, self->fd);
-	ASSERT_EQ(0, mlap2p_get_info(self->fd, &self->info));
-	self->mla = mlap2p_local_mla(&self->info);
-	ASSERT_EQ(0, mlap2p_counters_read(&self->base));
-	ASSERT_EQ(0, mlap2p_dev_info(self->fd, self->mla, &d));
+	ASSERT_EQ(0, kt_get_info(self->fd, &self->info));
+	self->mla = kt_local_mla(&self->info);
+	ASSERT_EQ(0, kt_counters_read(&self->base));
+	ASSERT_EQ(0, kt_dev_info(self->fd, self->mla, &d));
 	self->base_used = d.used;
 }
 
@@ -333,16 +334,16 @@ FIXTURE_TEARDOWN(stress)
 static void expect_baseline(struct __test_metadata *_metadata,
 			    FIXTURE_DATA(stress) *self)
 {
-	struct mlap2p_counters now;
+	struct kt_counters now;
 	struct mlap2p_dev_info d;
 
-	EXPECT_TRUE(mlap2p_counters_settle(&self->base, &now, 3000)) {
-		mlap2p_counters_log("baseline", &self->base);
-		mlap2p_counters_log("now", &now);
+	EXPECT_TRUE(kt_counters_settle(&self->base, &now, 3000)) {
+		kt_counters_log("baseline", &self->base);
+		kt_counters_log("now", &now);
 	}
 	EXPECT_EQ(now.allocs - self->base.allocs, now.frees - self->base.frees);
 	EXPECT_EQ(now.opens - self->base.opens, now.closes - self->base.closes);
-	ASSERT_EQ(0, mlap2p_dev_info(self->fd, self->mla, &d));
+	ASSERT_EQ(0, kt_dev_info(self->fd, self->mla, &d));
 	EXPECT_EQ(self->base_used, d.used);
 }
 
@@ -369,7 +370,7 @@ TEST_F_TIMEOUT(stress, cycle_in_processes_and_threads, 90)
 		}
 	}
 	for (p = 0; p < STRESS_PROCS; p++) {
-		EXPECT_EQ(0, mlap2p_wait(pid[p])) TH_LOG("process %d", p);
+		EXPECT_EQ(0, kt_wait(pid[p])) TH_LOG("process %d", p);
 	}
 	ksft_print_msg("%.1f s, %llu cross-process opens, %llu stale handles\n",
 		       now_s() - t0, (unsigned long long)board->cross_opens,
@@ -416,12 +417,12 @@ static void *race_freer(void *arg)
 	int i, ret;
 
 	for (i = 0; i < r->iters * 20 && now_s() < end; i++) {
-		ret = mlap2p_alloc(r->fd, 2 * r->page, r->mla, &a);
+		ret = kt_alloc(r->fd, 2 * r->page, r->mla, &a);
 		if (ret) {
 			race_err(r, "alloc: %d", ret);
 			break;
 		}
-		ret = mlap2p_export(r->fd, a.handle, 0, ipc);
+		ret = kt_export(r->fd, a.handle, 0, ipc);
 		if (ret)
 			race_err(r, "export: %d", ret);
 		__atomic_add_fetch(&r->cur_seq, 1, __ATOMIC_ACQ_REL);
@@ -434,7 +435,7 @@ static void *race_freer(void *arg)
 		hold = now_s() + (double)(i % 8) * 50e-6;
 		while (now_s() < hold)
 			;
-		ret = mlap2p_free(r->fd, a.handle);
+		ret = kt_free(r->fd, a.handle);
 		if (ret)
 			race_err(r, "free: %d", ret);
 	}
@@ -466,33 +467,33 @@ static void *race_user(void *arg)
 		if (__atomic_load_n(&r->cur_seq, __ATOMIC_RELAXED) != seq)
 			continue;
 
-		m = mlap2p_map(r->fd, cookie, 2 * r->page,
-			       PROT_READ | PROT_WRITE);
+		m = kt_map(r->fd, cookie, 2 * r->page,
+			   PROT_READ | PROT_WRITE);
 		if (m != MAP_FAILED) {
-			if (mlap2p_first_nonzero(m, 2 * r->page) != -1)
+			if (kt_first_nonzero(m, 2 * r->page) != -1)
 				race_err(r, "raced mapping is not zero");
 			munmap(m, 2 * r->page);
 			__atomic_add_fetch(&r->map_hits, 1, __ATOMIC_RELAXED);
 		} else if (errno != EINVAL) {
 			race_err(r, "mmap: %s", strerror(errno));
 		}
-		ret = mlap2p_region_info(r->fd, handle, &ri);
+		ret = kt_region_info(r->fd, handle, &ri);
 		if (ret && ret != -ENOENT)
 			race_err(r, "region info: %d", ret);
-		ret = mlap2p_export(r->fd, handle, 0, out);
+		ret = kt_export(r->fd, handle, 0, out);
 		if (ret && ret != -ENOENT)
 			race_err(r, "export: %d", ret);
-		ret = mlap2p_import(r->fd2, ipc, &o);
+		ret = kt_import(r->fd2, ipc, &o);
 		if (ret == 0) {
 			__atomic_add_fetch(&r->import_hits, 1,
 					   __ATOMIC_RELAXED);
-			m = mlap2p_map(r->fd2, o.mmap_cookie, o.size,
-				       PROT_READ);
+			m = kt_map(r->fd2, o.mmap_cookie, o.size,
+				   PROT_READ);
 			if (m == MAP_FAILED)
 				race_err(r, "mmap import: %s", strerror(errno));
 			else
 				munmap(m, o.size);
-			ret = mlap2p_close_handle(r->fd2, o.handle);
+			ret = kt_close_handle(r->fd2, o.handle);
 			if (ret)
 				race_err(r, "close: %d", ret);
 		} else if (ret != -ENOENT) {
@@ -505,15 +506,15 @@ static void *race_user(void *arg)
 TEST_F_TIMEOUT(stress, free_races_map_export_import, 60)
 {
 	struct race r = {
-		.page = mlap2p_page_size(), .mla = self->mla,
+		.page = kt_page_size(), .mla = self->mla,
 		.iters = iterations(),
 	};
 	pthread_t freer, users[2];
 	int k;
 
-	r.fd = mlap2p_dev_open();
+	r.fd = kt_dev_open();
 	ASSERT_LE(0, r.fd);
-	r.fd2 = mlap2p_dev_open();
+	r.fd2 = kt_dev_open();
 	ASSERT_LE(0, r.fd2);
 	for (k = 0; k < 2; k++) {
 		ASSERT_EQ(0, pthread_create(&users[k], NULL, race_user, &r));
@@ -531,4 +532,4 @@ TEST_F_TIMEOUT(stress, free_races_map_export_import, 60)
 	expect_baseline(_metadata, self);
 }
 
-MLAP2P_TEST_MAIN
+KT_TEST_MAIN

@@ -18,7 +18,7 @@
  * the way the dynamic linker does (LD_LIBRARY_PATH, ld.so.cache), then in
  * $MLAP2P_LIBDIR, then in ../lib beside this program (the build tree);
  * mlap2pctl in $MLAP2PCTL, then PATH, then ../tools.  pkg-config's view is
- * checked on the host by tools/install-check, which has the .pc file.
+ * checked on the host by scripts/install-check, which has the .pc file.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -28,7 +28,8 @@
 #include <limits.h>
 #include <link.h>
 
-#include "mlap2p_test.h"
+#include "mlap2p_util.h"
+#include "kselftest_harness.h"
 
 #if __has_include(<mlap2p/version.h>)
 #include <mlap2p/version.h>
@@ -179,11 +180,11 @@ TEST(module_matches_header)
 TEST(abi_matches_header)
 {
 	struct mlap2p_info info;
-	int fd = mlap2p_dev_open();
+	int fd = kt_dev_open();
 
 	if (fd < 0)
 		SKIP(return, "%s: %s", MLAP2P_DEVICE_PATH, strerror(errno));
-	ASSERT_EQ(0, mlap2p_get_info(fd, &info));
+	ASSERT_EQ(0, kt_get_info(fd, &info));
 	close(fd);
 
 	TH_LOG("GET_INFO ABI %u.%u, package %s", info.abi_major,

@@ -2,7 +2,7 @@
 /*
  * <mlap2p/transport.h>: the seed's transport ABI, byte-exact.
  *
- * These are the types of Neuron's NCCL fork (seeds/000, after upstream NCCL
+ * These are the types of Neuron's NCCL fork (the seed, after upstream NCCL
  * 2.7), with the seed's names and layouts.  Every offset the seed fixes is
  * checked below with _Static_assert; do not reorder anything.
  */

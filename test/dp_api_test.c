@@ -1,0 +1,1190 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * dp_api_test: <mlap2p/dataplane.h> over real communicators.
+ *
+ * Ranks are processes (forked before any thread exists, the unique id
+ * handed down a pipe) or threads.  Every transfer is checked byte for
+ * byte.  The runtime is the module when /dev/mlap2p exists, else the host
+ * backend, so the same tests run on the host and in the VM.
+ *
+ * Cores (trn2, LNC 2, 4 logical cores per MLA): 0 on MLA 0, 4 on MLA 1 (a
+ * neighbour), 8 on MLA 2 (through MLA 1: a relay, whose FIFOs live on the
+ * rank that runs on core 4).
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <sys/uio.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <linux/capability.h>
+#include <linux/mlap2p.h>
+#include <mlap2p/dataplane.h>
+#include <mlap2p/mlap2p.h>
+
+#include "helpers.h"
+#include "kselftest_harness.h"
+
+#define KiB	1024UL
+#define MiB	(1024UL * 1024UL)
+#define MAXR	8
+
+/* ---- ranks ---------------------------------------------------------- */
+
+/* A rank body's result when it already aborted its communicator: GONE,
+ * or GONE + a failure code. */
+#define GONE	1000
+
+struct job;
+typedef int (*rank_fn)(struct job *j, int rank, struct mlap2p_comm *comm);
+
+struct job {
+	int n;
+	int cores[MAXR];
+	int threads;
+	rank_fn fn;
+	void *arg;
+	struct mlap2p_unique_id id;
+	int ret[MAXR];
+	/*
+	 * Processes only: rank i holds the write end of sync[i], every
+	 * other rank its read end (see job_post()).
+	 */
+	int sync[MAXR][2];
+};
+
+/*
+ * For two-rank process jobs, a rank waits for the exact state of its peer
+ * instead of sleeping: job_post() says "I got here" (one byte),
+ * job_wait_post() waits for that byte from @rank, job_wait_gone() for the
+ * end of file @rank's exit makes.  0, or -1 after 60 s or on EOF first.
+ */
+static int job_post(struct job *j, int rank)
+{
+	char c = 1;
+
+	if (j->threads)
+		return -1;
+	return write(j->sync[rank][1], &c, 1) == 1 ? 0 : -1;
+}
+
+static int job_wait_post(struct job *j, int rank, int wantEof)
+{
+	struct pollfd p = { .fd = j->threads ? -1 : j->sync[rank][0],
+			    .events = POLLIN };
+	struct timespec t0, t;
+	char c;
+
+	if (p.fd < 0)
+		return -1;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	for (;;) {
+		ssize_t n;
+
+		clock_gettime(CLOCK_MONOTONIC, &t);
+		if (t.tv_sec - t0.tv_sec > 60)
+			return -1;
+		if (poll(&p, 1, 1000) <= 0)
+			continue;
+		n = read(p.fd, &c, 1);
+		if (n == 1 && !wantEof)
+			return 0;
+		if (n == 0)
+			return wantEof ? 0 : -1;
+		if (n < 0 && errno != EINTR)
+			return -1;
+	}
+}
+
+static int job_wait_gone(struct job *j, int rank)
+{
+	return job_wait_post(j, rank, 1);
+}
+
+static void env_defaults(void)
+{
+	if (!getenv("MLAP2P_RUNTIME") && access(MLAP2P_DEVICE_PATH, F_OK))
+		setenv("MLAP2P_RUNTIME", "host", 1);
+	setenv("MLAP2P_FAMILY", "trn2", 1);
+	/* A relay's host waits in destroy while the others move 64 MiB
+	 * messages, which takes long under a sanitizer or TCG. */
+	setenv("MLAP2P_BOOTSTRAP_TIMEOUT", "600s", 1);
+	/* Small FIFOs: many steps per message, many wraps of the slots. */
+	setenv("NCCL_LL_BUFFSIZE", "64K", 1);
+	setenv("NCCL_LL128_BUFFSIZE", "60K", 1);
+	setenv("NCCL_BUFFSIZE", "256K", 1);
+	setenv("MLAP2P_CHUNKSIZE", "16K", 1);
+}
+
+static int rank_run(struct job *j, int rank)
+{
+	struct mlap2p_comm *comm;
+	int ret;
+
+	ret = mlap2p_comm_init_rank(&comm, j->n, &j->id, rank, j->cores[rank]);
+	if (ret) {
+		fprintf(stderr, "# rank %d: init: %s\n", rank, mlap2p_last_error());
+		return 10;
+	}
+	ret = j->fn(j, rank, comm);
+	if (ret >= GONE)	/* the body aborted the comm itself */
+		return ret - GONE;
+	if (ret) {
+		fprintf(stderr, "# rank %d failed (%d): %s\n", rank, ret,
+			mlap2p_last_error());
+		mlap2p_comm_abort(comm);
+		return ret;
+	}
+	if (mlap2p_comm_destroy(comm)) {
+		fprintf(stderr, "# rank %d: destroy: %s\n", rank, mlap2p_last_error());
+		return 11;
+	}
+	return 0;
+}
+
+struct tctx {
+	struct job *j;
+	int rank;
+};
+
+static void *rank_thread(void *arg)
+{
+	struct tctx *t = arg;
+
+	t->j->ret[t->rank] = rank_run(t->j, t->rank);
+	return NULL;
+}
+
+/* Run j->fn on every rank; 0 when all returned 0. */
+static int job_run(struct job *j, int timeout_s)
+{
+	pid_t pid[MAXR];
+	int pipes[MAXR][2], i, bad = 0;
+
+	if (j->threads) {
+		pthread_t t[MAXR];
+		struct tctx c[MAXR];
+
+		if (mlap2p_get_unique_id(&j->id))
+			return -1;
+		for (i = 0; i < j->n; i++) {
+			c[i].j = j;
+			c[i].rank = i;
+			pthread_create(&t[i], NULL, rank_thread, &c[i]);
+		}
+		for (i = 0; i < j->n; i++) {
+			pthread_join(t[i], NULL);
+			bad |= j->ret[i] != 0;
+		}
+		return bad;
+	}
+	for (i = 0; i < j->n; i++)
+		if (pipe2(j->sync[i], O_CLOEXEC))
+			return -1;
+	/* Fork first: the unique id's root is a thread of this process. */
+	for (i = 0; i < j->n; i++) {
+		if (pipe(pipes[i]))
+			return -1;
+		pid[i] = fork();
+		if (pid[i] < 0)
+			return -1;
+		if (!pid[i]) {
+			int k;
+
+			for (k = 0; k < j->n; k++)
+				close(j->sync[k][k == i ? 0 : 1]);
+			close(pipes[i][1]);
+			alarm(timeout_s);
+			if (read(pipes[i][0], &j->id, sizeof(j->id)) !=
+			    (ssize_t)sizeof(j->id))
+				_exit(98);
+			_exit(rank_run(j, i));
+		}
+		close(pipes[i][0]);
+	}
+	for (i = 0; i < j->n; i++) {
+		close(j->sync[i][0]);
+		close(j->sync[i][1]);
+	}
+	if (mlap2p_get_unique_id(&j->id))
+		return -1;
+	for (i = 0; i < j->n; i++) {
+		if (write(pipes[i][1], &j->id, sizeof(j->id)) != (ssize_t)sizeof(j->id))
+			bad = 1;
+		close(pipes[i][1]);
+	}
+	for (i = 0; i < j->n; i++) {
+		int st;
+
+		waitpid(pid[i], &st, 0);
+		j->ret[i] = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+		if (j->ret[i]) {
+			fprintf(stderr, "# rank %d exited with %d\n", i, j->ret[i]);
+			bad = 1;
+		}
+	}
+	return bad;
+}
+
+/* ---- data ------------------------------------------------------------ */
+
+/* A pattern that catches shifted, repeated and stale bytes; 8 at a time. */
+static void fill(unsigned char *buf, size_t n, uint64_t seed)
+{
+	uint64_t x = seed * 0x9e3779b97f4a7c15ULL + 7;
+	size_t i;
+
+	for (i = 0; i < n; i += 8) {
+		x ^= x << 13;
+		x ^= x >> 7;
+		x ^= x << 17;
+		memcpy(buf + i, &x, n - i < 8 ? n - i : 8);
+	}
+}
+
+static long wrong(const unsigned char *got, size_t n, uint64_t seed)
+{
+	unsigned char *want = malloc(n ? n : 1);
+	long w = 0;
+	size_t i;
+
+	fill(want, n, seed);
+	if (memcmp(got, want, n))
+		for (i = 0; i < n; i++)
+			w += got[i] != want[i];
+	free(want);
+	return w;
+}
+
+static void *buf_alloc(struct mlap2p_comm *comm, size_t n, int registered)
+{
+	void *p = NULL;
+
+	if (!n)
+		n = 1;
+	if (registered)
+		return mlap2p_mem_alloc(comm, n, &p) ? NULL : p;
+	return malloc(n);
+}
+
+static void buf_free(struct mlap2p_comm *comm, void *p, int registered)
+{
+	if (registered)
+		mlap2p_mem_free(comm, p);
+	else
+		free(p);
+}
+
+/* ---- exact sizes, every protocol, both directions --------------------- */
+
+static const size_t exact[] = {
+	0, 1, 7, 8, 4095, 4096, 4097, MiB + 13, 64 * MiB,
+};
+
+/*
+ * MLAP2P_TEST_QUICK=1 (the VM lanes under TCG, the TSan lane) leaves out
+ * 64 MiB, which takes tens of seconds per mode there; the host's plain and
+ * ASan lanes move it in every mode.
+ */
+static size_t exact_count(void)
+{
+	return sizeof(exact) / sizeof(exact[0]) -
+	       (getenv("MLAP2P_TEST_QUICK") ? 1 : 0);
+}
+
+struct xfer_arg {
+	int registered;
+	int expectDirect;	/* 1: some single copy, 0: none, -1: skip */
+	int refuse;		/* no rank may write into another */
+	int pair[2];		/* the two ranks that talk */
+};
+
+/*
+ * Can a process write into its sibling's memory (process_vm_writev, what
+ * the data plane does with a plain receive buffer across processes)?  Yama
+ * or a missing CONFIG_CROSS_MEMORY_ATTACH may say no; root may always.
+ */
+static int cma_between_siblings(void)
+{
+	static volatile char target = 'a';
+	char c = 'b';
+	pid_t a, b;
+	int st = 0;
+
+	a = fork();
+	if (a == 0) {
+		pause();
+		_exit(0);
+	}
+	b = fork();
+	if (b == 0) {
+		struct iovec l = { &c, 1 }, r = { (void *)&target, 1 };
+
+		_exit(process_vm_writev(a, &l, 1, &r, 1, 0) == 1 ? 0 : 1);
+	}
+	if (a < 0 || b < 0 || waitpid(b, &st, 0) != b)
+		st = 1;
+	if (a > 0) {
+		kill(a, SIGKILL);
+		waitpid(a, NULL, 0);
+	}
+	return WIFEXITED(st) && WEXITSTATUS(st) == 0;
+}
+
+/*
+ * Make cross-memory attach between the ranks impossible even for root: no
+ * rank may be ptraced (not dumpable), and none keeps CAP_SYS_PTRACE, which
+ * would override that.
+ */
+static int refuse_cma(void)
+{
+	struct __user_cap_header_struct h = {
+		.version = _LINUX_CAPABILITY_VERSION_3,
+	};
+	struct __user_cap_data_struct d[2];
+
+	if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) ||
+	    syscall(SYS_capget, &h, d))
+		return -errno;
+	d[CAP_TO_INDEX(CAP_SYS_PTRACE)].effective &=
+		~CAP_TO_MASK(CAP_SYS_PTRACE);
+	return syscall(SYS_capset, &h, d) ? -errno : 0;
+}
+
+/* For each protocol and size, pair[0] sends to pair[1] then back. */
+static int exact_body(struct job *j, int rank, struct mlap2p_comm *comm)
+{
+	struct xfer_arg *a = j->arg;
+	int me = rank == a->pair[0] ? 0 : rank == a->pair[1] ? 1 : -1;
+	int other = me >= 0 ? a->pair[!me] : -1;
+	unsigned char *buf;
+	int proto, ret;
+	size_t i;
+
+	if (me < 0)
+		return 0;	/* a relay's host: serves, moves nothing */
+	if (a->refuse && refuse_cma())
+		return 19;
+	ret = mlap2p_connect_peers(comm, 1, 1, &other, 1, &other);
+	if (ret)
+		return 20;
+	buf = buf_alloc(comm, 64 * MiB, a->registered);
+	if (!buf)
+		return 21;
+	for (proto = 0; proto < 3; proto++) {
+		if (mlap2p_set_proto(comm, proto))
+			return 22;
+		for (i = 0; i < exact_count(); i++) {
+			size_t n = exact[i];
+			int dir;
+
+			for (dir = 0; dir < 2; dir++) {
+				uint64_t seed = proto * 100 + i * 2 + dir;
+
+				if (me == dir) {
+					fill(buf, n, seed);
+					ret = mlap2p_send(comm, buf, n, other);
+				} else {
+					memset(buf, 0xee, n);
+					ret = mlap2p_recv(comm, buf, n, other);
+					if (!ret && wrong(buf, n, seed)) {
+						fprintf(stderr, "# %s %zu bytes: %ld wrong\n",
+							mlap2p_proto_name(proto), n,
+							wrong(buf, n, seed));
+						ret = -EBADMSG;
+					}
+				}
+				if (ret)
+					return 23;
+			}
+		}
+	}
+	buf_free(comm, buf, a->registered);
+	/* Single copy happened where it should, and only there. */
+	if (a->expectDirect >= 0) {
+		unsigned long long ops, direct;
+
+		if (t_link_counts(comm, NULL, &ops, &direct))
+			return 25;
+		if (a->expectDirect ? direct == 0 : direct != 0) {
+			fprintf(stderr, "# rank %d: %llu of %llu ops single copy\n",
+				rank, direct, ops);
+			mlap2p_dump_state(comm, STDERR_FILENO);
+			return 26;
+		}
+	}
+	return 0;
+}
+
+FIXTURE(pair) {
+	struct job j;
+	struct xfer_arg a;
+};
+
+FIXTURE_VARIANT(pair) {
+	int threads;
+	int registered;
+	int read;
+	int relay;
+	int cma;		/* 1: MLAP2P_CMA=0, 2: the ranks refuse it */
+};
+
+FIXTURE_VARIANT_ADD(pair, threads) { .threads = 1 };
+FIXTURE_VARIANT_ADD(pair, threads_registered) { .threads = 1, .registered = 1 };
+FIXTURE_VARIANT_ADD(pair, procs) { .threads = 0 };
+FIXTURE_VARIANT_ADD(pair, procs_no_cma) { .cma = 1 };
+FIXTURE_VARIANT_ADD(pair, procs_cma_refused) { .cma = 2 };
+FIXTURE_VARIANT_ADD(pair, procs_registered) { .registered = 1 };
+FIXTURE_VARIANT_ADD(pair, procs_read) { .read = 1 };
+FIXTURE_VARIANT_ADD(pair, procs_read_registered) { .read = 1, .registered = 1 };
+FIXTURE_VARIANT_ADD(pair, relay) { .relay = 1 };
+FIXTURE_VARIANT_ADD(pair, relay_registered) { .relay = 1, .registered = 1 };
+
+FIXTURE_SETUP(pair)
+{
+	env_defaults();
+	setenv("NCCL_P2P_READ_ENABLE", variant->read ? "1" : "0", 1);
+	memset(&self->j, 0, sizeof(self->j));
+	self->j.threads = variant->threads;
+	self->a.registered = variant->registered;
+	self->a.refuse = variant->cma == 2;
+	if (variant->cma == 1)
+		setenv("MLAP2P_CMA", "0", 1);
+	/*
+	 * Threads share pointers; processes share registered buffers, and in
+	 * write mode a plain receive buffer by cross-memory attach where the
+	 * system allows it.  Relayed peers never get a plain buffer.
+	 */
+	self->a.expectDirect = variant->threads || variant->registered ||
+			       (!variant->read && !variant->relay &&
+				!variant->cma && cma_between_siblings());
+	if (variant->relay) {
+		/* 0 on core 0 and 1 on core 8 talk through rank 2 on core 4. */
+		self->j.n = 3;
+		self->j.cores[0] = 0;
+		self->j.cores[1] = 8;
+		self->j.cores[2] = 4;
+	} else {
+		self->j.n = 2;
+		self->j.cores[0] = 0;
+		self->j.cores[1] = 4;
+	}
+	self->a.pair[0] = 0;
+	self->a.pair[1] = 1;
+	self->j.arg = &self->a;
+}
+
+FIXTURE_TEARDOWN(pair)
+{
+	unsetenv("NCCL_P2P_READ_ENABLE");
+	unsetenv("MLAP2P_CMA");
+}
+
+TEST_F_TIMEOUT(pair, exact_sizes_every_protocol, 600)
+{
+	self->j.fn = exact_body;
+	ASSERT_EQ(0, job_run(&self->j, 590));
+}
+
+/* ---- random sizes, protocol by size ------------------------------------ */
+
+/* The single tests: TEST() has no timeout of its own in this harness. */
+FIXTURE(solo) {
+	int unused;
+};
+
+FIXTURE_SETUP(solo)
+{
+	self->unused = 0;
+	env_defaults();
+}
+
+FIXTURE_TEARDOWN(solo)
+{
+}
+
+static int random_body(struct job *j, int rank, struct mlap2p_comm *comm)
+{
+	int other = !rank, i, ret;
+	unsigned int seed = 4242;
+	unsigned char *buf = malloc(2 * MiB);
+
+	(void)j;
+	if (!buf || mlap2p_connect_peers(comm, 1, 1, &other, 1, &other))
+		return 30;
+	for (i = 0; i < 1000; i++) {
+		unsigned int r = rand_r(&seed);
+		size_t n = r % 8 == 0 ? r % (2 * MiB) : r % 3000;
+		int dir = (r >> 3) & 1;
+
+		if (rank == dir) {
+			fill(buf, n, i);
+			ret = mlap2p_send(comm, buf, n, other);
+		} else {
+			ret = mlap2p_recv(comm, buf, n, other);
+			if (!ret && wrong(buf, n, i))
+				ret = -EBADMSG;
+		}
+		if (ret) {
+			fprintf(stderr, "# message %d (%zu bytes): %d\n", i, n, ret);
+			return 31;
+		}
+	}
+	free(buf);
+	return 0;
+}
+
+TEST_F_TIMEOUT(solo, random_sizes_processes, 180)
+{
+	struct job j = { .n = 2, .cores = { 0, 4 }, .fn = random_body };
+
+	ASSERT_EQ(0, job_run(&j, 170));
+}
+
+/* ---- a ring of 8 processes on 2 cores ---------------------------------- */
+
+static int ring_body(struct job *j, int rank, struct mlap2p_comm *comm)
+{
+	static const size_t sizes[] = { 8, 3000, 100 * KiB, 1 * MiB + 5 };
+	int prev, next, it, ret;
+	size_t s;
+	unsigned char *sbuf = malloc(2 * MiB), *rbuf = malloc(2 * MiB);
+	int order[MAXR];
+
+	(void)j;
+	if (!sbuf || !rbuf || mlap2p_connect_ring(comm, 1) ||
+	    mlap2p_ring_get(comm, 0, order, &prev, &next))
+		return 40;
+	for (it = 0; it < 5; it++) {
+		for (s = 0; s < sizeof(sizes) / sizeof(sizes[0]); s++) {
+			size_t n = sizes[s];
+
+			fill(sbuf, n, rank * 1000 + it * 10 + s);
+			if (mlap2p_group_start() ||
+			    mlap2p_send(comm, sbuf, n, next) ||
+			    mlap2p_recv(comm, rbuf, n, prev))
+				return 41;
+			ret = mlap2p_group_end();
+			if (ret)
+				return 42;
+			if (wrong(rbuf, n, prev * 1000 + it * 10 + s))
+				return 43;
+		}
+	}
+	free(sbuf);
+	free(rbuf);
+	return 0;
+}
+
+TEST_F_TIMEOUT(solo, ring_8_processes_on_2_cores, 180)
+{
+	struct job j = { .n = 8, .fn = ring_body };
+	int i;
+
+	for (i = 0; i < 8; i++)
+		j.cores[i] = i * 4 % 32;
+	ASSERT_EQ(0, job_run(&j, 170));
+}
+
+/* ---- non-blocking requests ---------------------------------------------- */
+
+static int ireq_body(struct job *j, int rank, struct mlap2p_comm *comm)
+{
+	enum { N = 6 };
+	static const size_t sizes[N] = { 8, 5000, 60 * KiB, 300 * KiB, 0, 3 * MiB };
+	struct mlap2p_request *req[2 * N];
+	unsigned char *sb[N], *rb[N];
+	int other = !rank, i, done, ret;
+
+	(void)j;
+	if (mlap2p_connect_peers(comm, 1, 1, &other, 1, &other))
+		return 50;
+	for (i = 0; i < N; i++) {
+		sb[i] = malloc(sizes[i] + 1);
+		rb[i] = malloc(sizes[i] + 1);
+		fill(sb[i], sizes[i], rank * 10 + i);
+	}
+	/* Receives first on rank 0, sends first on rank 1: order holds. */
+	for (i = 0; i < N; i++) {
+		if (rank == 0) {
+			ret = mlap2p_irecv(comm, rb[i], sizes[i], other, &req[i]) ||
+			      mlap2p_isend(comm, sb[i], sizes[i], other, &req[N + i]);
+		} else {
+			ret = mlap2p_isend(comm, sb[i], sizes[i], other, &req[N + i]) ||
+			      mlap2p_irecv(comm, rb[i], sizes[i], other, &req[i]);
+		}
+		if (ret)
+			return 51;
+	}
+	/* Poll the first one with test, wait for the rest. */
+	do {
+		ret = mlap2p_request_test(&req[0], &done);
+	} while (!ret && !done);
+	if (ret || req[0])
+		return 52;
+	if (mlap2p_request_waitall(2 * N, req))
+		return 53;
+	for (i = 0; i < 2 * N; i++)
+		if (req[i])
+			return 54;
+	for (i = 0; i < N; i++) {
+		if (wrong(rb[i], sizes[i], other * 10 + i))
+			return 55;
+		free(sb[i]);
+		free(rb[i]);
+	}
+	return 0;
+}
+
+TEST_F_TIMEOUT(solo, isend_irecv_test_wait, 180)
+{
+	struct job j = { .n = 2, .cores = { 0, 4 }, .fn = ireq_body };
+
+	ASSERT_EQ(0, job_run(&j, 170));
+}
+
+/* ---- a peer dies mid-transfer ------------------------------------------- */
+
+/*
+ * Rank 1 starts a 64 MiB send (or receive), lets part of it move, and is
+ * killed; rank 0's receive (or send) must fail with -ECONNRESET naming
+ * rank 1 within MLAP2P_PEER_TIMEOUT.  A sender writing into the dead
+ * receiver by cross-memory attach learns it from process_vm_writev().
+ */
+static int dead_body(struct job *j, int rank, struct mlap2p_comm *comm)
+{
+	const int *victimSends = j->arg;
+	int other = !rank, ret;
+	size_t n = 64 * MiB;
+	unsigned char *buf = malloc(n);
+	struct timespec t0, t1;
+	double s;
+
+	if (!buf || mlap2p_connect_peers(comm, 1, 1, &other, 1, &other))
+		return 60;
+	memset(buf, 1, n);
+	if (rank == 0 && job_post(j, 0))
+		return 65;
+	if (rank == 1) {
+		struct mlap2p_request *req;
+		int done, k;
+
+		/*
+		 * Die only once rank 0 is connected too: its connect ends a
+		 * moment after ours (it waits for our acknowledgement of its
+		 * last message), and a peer that dies then fails the connect,
+		 * not the transfer this test is about.
+		 */
+		if (job_wait_post(j, 0, 0))
+			return 66;
+
+		/*
+		 * Start the transfer, let part of it move, then die.  Each
+		 * end moves one step (16 KiB here) per test and both may take
+		 * steps (the split of lib/proto.h), so 64 tests of the 4096
+		 * steps leave the message unfinished whichever end dies.
+		 */
+		if (*victimSends ? mlap2p_isend(comm, buf, n, other, &req) :
+		    mlap2p_irecv(comm, buf, n, other, &req))
+			return 61;
+		for (k = 0; k < 64; k++)
+			mlap2p_request_test(&req, &done);
+		raise(SIGKILL);
+	}
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	ret = *victimSends ? mlap2p_recv(comm, buf, n, other) :
+			     mlap2p_send(comm, buf, n, other);
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	s = (t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) * 1e-9;
+	fprintf(stderr, "# survivor: %s after %.2f s: %s\n", strerror(-ret), s,
+		mlap2p_last_error());
+	if (ret != -ECONNRESET)
+		return 62;
+	if (!strstr(mlap2p_last_error(), "peer rank 1"))
+		return 63;
+	if (s > 3.0)	/* MLAP2P_PEER_TIMEOUT=2s, plus a loaded machine's slack */
+		return 64;
+	mlap2p_comm_abort(comm);
+	free(buf);
+	return GONE;
+}
+
+static void dead_run(struct __test_metadata *_metadata, int victimSends)
+{
+	struct job j = { .n = 2, .cores = { 0, 4 }, .fn = dead_body,
+			 .arg = &victimSends };
+
+	setenv("MLAP2P_PEER_TIMEOUT", "2s", 1);
+	job_run(&j, 170);
+	unsetenv("MLAP2P_PEER_TIMEOUT");
+	/* rank 1 was killed; rank 0 must have seen it in time */
+	EXPECT_EQ(128 + SIGKILL, j.ret[1]);
+	ASSERT_EQ(0, j.ret[0]);
+}
+
+TEST_F_TIMEOUT(solo, dead_peer_fails_within_timeout, 180)
+{
+	dead_run(_metadata, 1);
+}
+
+TEST_F_TIMEOUT(solo, dead_receiver_fails_sender_within_timeout, 180)
+{
+	dead_run(_metadata, 0);
+}
+
+/* ---- abort from another thread ends a blocked receive ------------------- */
+
+struct abort_ctx {
+	struct mlap2p_comm *comm;
+	int fd;			/* where this process's stderr goes */
+	int blocked;		/* 0: the receive was seen blocked */
+	struct timespec t;	/* when the abort began */
+};
+
+/*
+ * Wait (at most 20 s) until a blocking call of this process is inside the
+ * data plane: the library's SIGUSR1 dump handler is installed (the first
+ * call built the data plane) and a dump, written into @fd (our stderr,
+ * emptied first), shows an operation in progress.  0 or -1.  An abort
+ * before that would free the communicator under a call not yet inside.
+ */
+static int wait_blocked(int fd)
+{
+	char out[4096];
+	int i;
+
+	for (i = 0; i < 2000; i++) {
+		struct sigaction sa;
+		ssize_t got;
+
+		usleep(10000);
+		if (sigaction(SIGUSR1, NULL, &sa) || sa.sa_handler == SIG_DFL)
+			continue;
+		if (ftruncate(fd, 0) || lseek(fd, 0, SEEK_SET))
+			return -1;
+		raise(SIGUSR1);	/* this thread: the dump is written on return */
+		got = pread(fd, out, sizeof(out) - 1, 0);
+		if (got <= 0)
+			continue;
+		out[got] = '\0';
+		if (strstr(out, "busy: "))
+			return 0;
+	}
+	return -1;
+}
+
+/* A temporary file as stderr; the old stderr, or -1. */
+static int stderr_to_file(int *fd)
+{
+	char path[] = "/tmp/dp_dump_XXXXXX";
+	int saved;
+
+	*fd = mkstemp(path);
+	if (*fd < 0)
+		return -1;
+	unlink(path);
+	saved = dup(STDERR_FILENO);
+	dup2(*fd, STDERR_FILENO);
+	return saved;
+}
+
+static void *abort_later(void *arg)
+{
+	struct abort_ctx *c = arg;
+
+	c->blocked = wait_blocked(c->fd);
+	clock_gettime(CLOCK_MONOTONIC, &c->t);
+	mlap2p_comm_abort(c->comm);
+	return NULL;
+}
+
+static int abort_body(struct job *j, int rank, struct mlap2p_comm *comm)
+{
+	int other = !rank, ret, saved;
+	char buf[64];
+	struct abort_ctx c = { .comm = comm };
+	pthread_t t;
+	struct timespec t1;
+	double s;
+
+	if (mlap2p_connect_peers(comm, 1, 1, &other, 1, &other))
+		return 70;
+	if (rank == 1) {	/* never sends; leaves when rank 0 is gone */
+		ret = job_wait_gone(j, 0);
+		mlap2p_comm_abort(comm);
+		return ret ? GONE + 73 : GONE;
+	}
+	saved = stderr_to_file(&c.fd);
+	if (saved < 0)
+		return 74;
+	pthread_create(&t, NULL, abort_later, &c);
+	ret = mlap2p_recv(comm, buf, sizeof(buf), other);
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	pthread_join(t, NULL);
+	dup2(saved, STDERR_FILENO);
+	close(saved);
+	close(c.fd);
+	s = (t1.tv_sec - c.t.tv_sec) + (t1.tv_nsec - c.t.tv_nsec) * 1e-9;
+	if (c.blocked)
+		return GONE + 75;
+	if (ret != -ECANCELED)
+		return GONE + 71;
+	/* From the abort: a generous bound, the machine may be loaded. */
+	if (s > 5)
+		return GONE + 72;
+	return GONE;	/* the comm is gone */
+}
+
+TEST_F_TIMEOUT(solo, abort_ends_blocked_receive, 180)
+{
+	struct job j = { .n = 2, .cores = { 0, 4 }, .fn = abort_body };
+
+	ASSERT_EQ(0, job_run(&j, 170));
+}
+
+/* ---- SIGUSR1 prints the state of a stuck rank ---------------------------- */
+
+/* The dump that showed the receive blocked stays in c->fd. */
+static void *signal_then_abort(void *arg)
+{
+	struct abort_ctx *c = arg;
+
+	c->blocked = wait_blocked(c->fd);
+	mlap2p_comm_abort(c->comm);
+	return NULL;
+}
+
+static int dump_body(struct job *j, int rank, struct mlap2p_comm *comm)
+{
+	int other = !rank, saved, ret;
+	char buf[64], out[4096] = "";
+	struct abort_ctx c = { .comm = comm };
+	pthread_t t;
+	ssize_t got;
+
+	if (mlap2p_connect_peers(comm, 1, 1, &other, 1, &other))
+		return 90;
+	if (rank == 0) {	/* never sends; outlives rank 1's dump */
+		ret = job_wait_gone(j, 1);
+		mlap2p_comm_abort(comm);
+		return ret ? GONE + 94 : GONE;
+	}
+	saved = stderr_to_file(&c.fd);
+	if (saved < 0)
+		return 91;
+	pthread_create(&t, NULL, signal_then_abort, &c);
+	ret = mlap2p_recv(comm, buf, sizeof(buf), other);
+	pthread_join(t, NULL);
+	dup2(saved, STDERR_FILENO);
+	close(saved);
+	got = pread(c.fd, out, sizeof(out) - 1, 0);
+	close(c.fd);
+	if (ret != -ECANCELED || got <= 0 || c.blocked)
+		return GONE + 92;
+	/* "mlap2p: rank 1 <- 0 ch 0 P2P/IPC: step 0 head 0 tail 0 ...
+	 *  | busy: LL128 64 B at step 0, 0 B moved" (protocol by size) */
+	if (!strstr(out, "rank 1 <- 0 ch 0") || !strstr(out, " head ") ||
+	    !strstr(out, "busy: ") || !strstr(out, " 64 B at step 0")) {
+		fprintf(stderr, "# dump was:\n%s", out);
+		return GONE + 93;
+	}
+	return GONE;
+}
+
+TEST_F_TIMEOUT(solo, dump_signal_shows_blocked_recv, 60)
+{
+	struct job j = { .n = 2, .cores = { 0, 4 }, .fn = dump_body };
+
+	ASSERT_EQ(0, job_run(&j, 50));
+}
+
+/* ---- NCCL_PROTO restricts the choice ------------------------------------ */
+
+static int proto_body(struct job *j, int rank, struct mlap2p_comm *comm)
+{
+	int other = !rank;
+	char buf[16] = "0123456789abcde";
+
+	(void)j;
+	if (mlap2p_connect_peers(comm, 1, 1, &other, 1, &other))
+		return 80;
+	/* NCCL_PROTO=^LL: the smallest message takes LL128. */
+	if (mlap2p_proto_for(comm, 8) != MLAP2P_PROTO_LL128)
+		return 81;
+	if (mlap2p_proto_for(comm, 64 * MiB) != MLAP2P_PROTO_SIMPLE)
+		return 82;
+	/* Forcing an excluded protocol fails when a message is posted. */
+	if (mlap2p_set_proto(comm, MLAP2P_PROTO_LL) ||
+	    mlap2p_proto_for(comm, 8) != -EINVAL)
+		return 83;
+	if (mlap2p_set_proto(comm, MLAP2P_PROTO_AUTO))
+		return 84;
+	if (rank == 0 ? mlap2p_send(comm, buf, sizeof(buf), other) :
+			mlap2p_recv(comm, buf, sizeof(buf), other))
+		return 85;
+	return strcmp(buf, "0123456789abcde") ? 86 : 0;
+}
+
+TEST_F_TIMEOUT(solo, nccl_proto_restricts, 60)
+{
+	struct job j = { .n = 2, .cores = { 0, 4 }, .threads = 1,
+			 .fn = proto_body };
+
+	setenv("NCCL_PROTO", "^LL", 1);
+	ASSERT_EQ(0, job_run(&j, 50));
+	unsetenv("NCCL_PROTO");
+}
+
+/* ---- the latency path and the op engine agree ---------------------------- */
+
+/*
+ * Blocking calls of at most a few hundred bytes take the latency path,
+ * which decides LL or LL128 from sizes worked out when the link is made
+ * and again at mlap2p_set_proto(); requests always go through the op
+ * engine, which picks per message.  Rank 0 blocks, rank 1 posts a
+ * request, for every size around the latency path's limits under every
+ * protocol setting: a size the two disagree on leaves its message on the
+ * wrong wire, which shows as a wrong byte or a wait that never ends.
+ */
+static int agree_body(struct job *j, int rank, struct mlap2p_comm *comm)
+{
+	static const int protos[] = {
+		MLAP2P_PROTO_AUTO, MLAP2P_PROTO_LL, MLAP2P_PROTO_LL128,
+		MLAP2P_PROTO_SIMPLE, MLAP2P_PROTO_AUTO,
+	};
+	int other = !rank, p, dir, ret;
+	unsigned char buf[600];
+	size_t n;
+
+	(void)j;
+	if (mlap2p_connect_peers(comm, 1, 1, &other, 1, &other))
+		return 90;
+	for (p = 0; p < (int)(sizeof(protos) / sizeof(protos[0])); p++) {
+		if (mlap2p_set_proto(comm, protos[p]))
+			return 91;
+		for (n = 0; n <= sizeof(buf); n++) {
+			for (dir = 0; dir < 2; dir++) {
+				uint64_t seed = p * 10000 + n * 2 + dir;
+				struct mlap2p_request *req;
+				int blocking = rank == 0;
+
+				if (rank == dir) {
+					fill(buf, n, seed);
+					ret = blocking ?
+					      mlap2p_send(comm, buf, n, other) :
+					      mlap2p_isend(comm, buf, n, other,
+							   &req);
+				} else {
+					memset(buf, 0xee, sizeof(buf));
+					ret = !blocking ?
+					      mlap2p_irecv(comm, buf, n, other,
+							   &req) :
+					      mlap2p_recv(comm, buf, n, other);
+				}
+				if (!ret && !blocking)
+					ret = mlap2p_request_wait(&req);
+				if (ret)
+					return 92;
+				if (rank != dir && (wrong(buf, n, seed) ||
+						    (n < sizeof(buf) &&
+						     buf[n] != 0xee))) {
+					fprintf(stderr, "# %s, %zu bytes: %ld wrong\n",
+						mlap2p_proto_name(protos[p]), n,
+						wrong(buf, n, seed));
+					return 93;
+				}
+			}
+		}
+	}
+	return 0;
+}
+
+TEST_F_TIMEOUT(solo, latency_path_agrees_with_requests, 120)
+{
+	struct job j = { .n = 2, .cores = { 0, 4 }, .fn = agree_body };
+
+	ASSERT_EQ(0, job_run(&j, 100));
+}
+
+/* ---- cross-memory attach only from MLAP2P_CMA_MIN ---------------------- */
+
+/*
+ * Rank 0 sends messages of the sizes given to rank 1, into a plain buffer;
+ * both then count how many went by single copy (cross-memory attach).
+ */
+struct cma_arg {
+	size_t sizes[8];
+	int n;
+	int reg;		/* the first @reg received into a region */
+	int direct;		/* single copies expected */
+};
+
+static int cma_body(struct job *j, int rank, struct mlap2p_comm *comm)
+{
+	const struct cma_arg *a = j->arg;
+	unsigned long long ops, direct;
+	int other = !rank, i, ret;
+	unsigned char *buf = malloc(64 * KiB), *region = NULL, *p;
+
+	if (!buf)
+		return 100;
+	ret = rank ? mlap2p_connect_peers(comm, 1, 1, &other, 0, NULL) :
+		     mlap2p_connect_peers(comm, 1, 0, NULL, 1, &other);
+	if (ret)
+		return 101;
+	if (a->reg && rank && mlap2p_mem_alloc(comm, 64 * KiB,
+					       (void **)&region))
+		return 105;
+	for (i = 0; i < a->n; i++) {
+		if (rank == 0) {
+			fill(buf, a->sizes[i], i);
+			ret = mlap2p_send(comm, buf, a->sizes[i], other);
+		} else {
+			p = i < a->reg ? region : buf;
+			memset(p, 0xee, 64 * KiB);
+			ret = mlap2p_recv(comm, p, a->sizes[i], other);
+			if (!ret && wrong(p, a->sizes[i], i))
+				ret = -EBADMSG;
+		}
+		if (ret)
+			return 102;
+	}
+	free(buf);
+	if (region)
+		mlap2p_mem_free(comm, region);
+	if (t_link_counts(comm, NULL, &ops, &direct))
+		return 103;
+	if (ops != (unsigned long long)a->n ||
+	    direct != (unsigned long long)a->direct) {
+		fprintf(stderr, "# rank %d: %llu of %llu ops single copy, want %d of %d\n",
+			rank, direct, ops, a->direct, a->n);
+		return 104;
+	}
+	return 0;
+}
+
+/*
+ * With MLAP2P_CMA_MIN=64K, a plain receive buffer of one byte less goes
+ * through the FIFO and one of 64 KiB by cross-memory attach (where the
+ * system lets a process write into its sibling): both ends count one
+ * single copy of two messages, or none.
+ */
+TEST_F_TIMEOUT(solo, cma_only_from_min_size, 60)
+{
+	struct cma_arg a = { .sizes = { 64 * KiB - 1, 64 * KiB }, .n = 2 };
+	struct job j = { .n = 2, .cores = { 0, 4 }, .fn = cma_body,
+			 .arg = &a };
+
+	a.direct = cma_between_siblings();
+	setenv("MLAP2P_CMA", "1", 1);
+	setenv("MLAP2P_CMA_MIN", "64K", 1);
+	EXPECT_EQ(0, job_run(&j, 50));
+	unsetenv("MLAP2P_CMA_MIN");
+	unsetenv("MLAP2P_CMA");
+}
+
+/*
+ * MLAP2P_CMA=auto (the default) times both ways before it picks one for
+ * a size class: of the first six 64 KiB messages exactly three go by
+ * cross-memory attach, alternating with the FIFO; with MLAP2P_CMA=1 all
+ * six, with 0 none.  Where the system refuses cross-memory attach, none.
+ */
+TEST_F_TIMEOUT(solo, cma_auto_tries_both_ways, 90)
+{
+	struct cma_arg a = { .n = 6 };
+	struct job j = { .n = 2, .cores = { 0, 4 }, .fn = cma_body,
+			 .arg = &a };
+	int can = cma_between_siblings(), i;
+
+	for (i = 0; i < a.n; i++)
+		a.sizes[i] = 64 * KiB;
+	a.direct = can ? 3 : 0;
+	EXPECT_EQ(0, job_run(&j, 25));
+	setenv("MLAP2P_CMA", "1", 1);
+	a.direct = can ? 6 : 0;
+	EXPECT_EQ(0, job_run(&j, 25));
+	setenv("MLAP2P_CMA", "0", 1);
+	a.direct = 0;
+	EXPECT_EQ(0, job_run(&j, 25));
+	unsetenv("MLAP2P_CMA");
+}
+
+/*
+ * Messages into a region are single copies through its handle, which
+ * tell auto nothing about either of its ways: after four of them, the
+ * first three 64 KiB messages into a plain buffer still alternate,
+ * cross-memory attach first (two of three; skipped where the system
+ * refuses it).  Counting the regions' messages as FIFO times made all
+ * three go by cross-memory attach.
+ */
+TEST_F_TIMEOUT(solo, cma_auto_ignores_regions, 60)
+{
+	struct cma_arg a = { .n = 7, .reg = 4 };
+	struct job j = { .n = 2, .cores = { 0, 4 }, .fn = cma_body,
+			 .arg = &a };
+	int i;
+
+	if (!cma_between_siblings())
+		SKIP(return, "no cross-memory attach here: nothing to choose");
+	for (i = 0; i < a.n; i++)
+		a.sizes[i] = 64 * KiB;
+	a.direct = a.reg + 2;
+	EXPECT_EQ(0, job_run(&j, 50));
+}
+
+/* ---- MLAP2P_CMA, MLAP2P_CMA_MIN and MLAP2P_NT_MIN values --------------- */
+
+/* The first data-plane call's result, which reads the settings. */
+static int settings_body(struct job *j, int rank, struct mlap2p_comm *comm)
+{
+	int want = *(int *)j->arg;
+	int got = mlap2p_set_proto(comm, MLAP2P_PROTO_AUTO);
+
+	(void)rank;
+	if (got != want) {
+		fprintf(stderr, "# rank %d: mlap2p_set_proto: %d, want %d\n",
+			rank, got, want);
+		return 110;
+	}
+	return 0;
+}
+
+/* off/on/auto (or 0/1/2) and sizes are taken; anything else is -EINVAL. */
+TEST_F_TIMEOUT(solo, cma_settings_checked, 60)
+{
+	static const struct { const char *var, *val; int want; } cases[] = {
+		{ "MLAP2P_CMA", "auto", 0 }, { "MLAP2P_CMA", "off", 0 },
+		{ "MLAP2P_CMA", "ON", 0 }, { "MLAP2P_CMA", "2", 0 },
+		{ "MLAP2P_CMA", "sometimes", -EINVAL },
+		{ "MLAP2P_CMA", "3", -EINVAL },
+		{ "MLAP2P_CMA_MIN", "64K", 0 }, { "MLAP2P_CMA_MIN", "0", 0 },
+		{ "MLAP2P_CMA_MIN", "lots", -EINVAL },
+		{ "MLAP2P_NT_MIN", "8M", 0 }, { "MLAP2P_NT_MIN", "0", 0 },
+		{ "MLAP2P_NT_MIN", "fast", -EINVAL },
+	};
+	unsigned int i;
+
+	for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		int want = cases[i].want;
+		struct job j = { .n = 2, .cores = { 0, 4 }, .threads = 1,
+				 .fn = settings_body, .arg = &want };
+
+		setenv(cases[i].var, cases[i].val, 1);
+		EXPECT_EQ(0, job_run(&j, 30))
+			TH_LOG("%s=%s", cases[i].var, cases[i].val);
+		unsetenv(cases[i].var);
+	}
+}
+
+TEST_HARNESS_MAIN

@@ -1,0 +1,619 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * The library tests' helpers (helpers.h says what each does), compiled
+ * once and linked into every program of test/.
+ */
+#include "helpers.h"
+#include "kselftest.h"
+
+int t_dev_open(void)
+{
+	return open(MLAP2P_DEVICE_PATH, O_RDWR | O_CLOEXEC);
+}
+
+int t_get_info(int fd, struct mlap2p_info *info)
+{
+	T_POISON(*info);
+	return ioctl(fd, MLAP2P_IOC_GET_INFO, info) ? -errno : 0;
+}
+
+int t_counter_read(const char *name, uint64_t *val)
+{
+	char path[256], buf[64];
+	unsigned long long v;
+	char *end;
+	ssize_t n;
+	int fd;
+
+	snprintf(path, sizeof(path), T_SYSFS_DIR "/%s", name);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return n < 0 ? -errno : -ENODATA;
+	buf[n] = '\0';
+	errno = 0;
+	v = strtoull(buf, &end, 0);
+	if (errno || end == buf)
+		return -EINVAL;
+	*val = v;
+	return 0;
+}
+
+int t_counters_read(struct t_counters *c)
+{
+	static const struct {
+		const char *name;
+		size_t off;
+	} tab[] = {
+#define MLAP2P_CTR(f) { #f, offsetof(struct t_counters, f) }
+		MLAP2P_CTR(live_regions), MLAP2P_CTR(live_bytes),
+		MLAP2P_CTR(live_mappings), MLAP2P_CTR(live_handles),
+		MLAP2P_CTR(allocs), MLAP2P_CTR(frees), MLAP2P_CTR(exports),
+		MLAP2P_CTR(opens), MLAP2P_CTR(closes), MLAP2P_CTR(rejected),
+		MLAP2P_CTR(hwm_bytes),
+#undef MLAP2P_CTR
+	};
+	size_t i;
+	int ret;
+
+	for (i = 0; i < sizeof(tab) / sizeof(tab[0]); i++) {
+		ret = t_counter_read(tab[i].name,
+				     (uint64_t *)((char *)c + tab[i].off));
+		if (ret)
+			return ret;
+	}
+	return 0;
+}
+
+bool t_live_equal(const struct t_counters *a, const struct t_counters *b)
+{
+	return a->live_regions == b->live_regions &&
+	       a->live_bytes == b->live_bytes &&
+	       a->live_mappings == b->live_mappings &&
+	       a->live_handles == b->live_handles;
+}
+
+bool t_counters_settle(const struct t_counters *base, struct t_counters *now,
+		       int ms)
+{
+	struct timespec ts = { 0, 10 * 1000 * 1000 };
+
+	for (;;) {
+		if (t_counters_read(now))
+			return false;
+		if (t_live_equal(base, now))
+			return true;
+		if (ms <= 0)
+			return false;
+		nanosleep(&ts, NULL);
+		ms -= 10;
+	}
+}
+
+void t_counters_log(const char *what, const struct t_counters *c)
+{
+	ksft_print_msg("%s: regions %llu bytes %llu mappings %llu handles %llu allocs %llu frees %llu exports %llu opens %llu closes %llu rejected %llu hwm %llu\n",
+		       what, (unsigned long long)c->live_regions,
+		       (unsigned long long)c->live_bytes,
+		       (unsigned long long)c->live_mappings,
+		       (unsigned long long)c->live_handles,
+		       (unsigned long long)c->allocs,
+		       (unsigned long long)c->frees,
+		       (unsigned long long)c->exports,
+		       (unsigned long long)c->opens,
+		       (unsigned long long)c->closes,
+		       (unsigned long long)c->rejected,
+		       (unsigned long long)c->hwm_bytes);
+}
+
+int t_write_full(int fd, const void *buf, size_t len)
+{
+	const char *p = buf;
+
+	while (len) {
+		ssize_t n = write(fd, p, len);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			return n < 0 ? -errno : -EPIPE;
+		p += n;
+		len -= (size_t)n;
+	}
+	return 0;
+}
+
+int t_read_full(int fd, void *buf, size_t len)
+{
+	char *p = buf;
+
+	while (len) {
+		ssize_t n = read(fd, p, len);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			return n < 0 ? -errno : -EPIPE;
+		p += n;
+		len -= (size_t)n;
+	}
+	return 0;
+}
+
+int t_wait(pid_t pid)
+{
+	int status;
+
+	while (waitpid(pid, &status, 0) < 0) {
+		if (errno != EINTR)
+			return -errno;
+	}
+	if (WIFEXITED(status))
+		return WEXITSTATUS(status);
+	if (WIFSIGNALED(status))
+		return 128 + WTERMSIG(status);
+	return -ECHILD;
+}
+
+void t_fill(void *p, size_t len, uint32_t seed)
+{
+	uint32_t *w = p;
+	size_t i;
+
+	for (i = 0; i < len / 4; i++)
+		w[i] = seed ^ (uint32_t)(i * 2654435761u);
+}
+
+long t_check(const void *p, size_t len, uint32_t seed)
+{
+	const volatile uint32_t *w = p;
+	size_t i;
+
+	for (i = 0; i < len / 4; i++) {
+		if (w[i] != (seed ^ (uint32_t)(i * 2654435761u)))
+			return (long)(i * 4);
+	}
+	return -1;
+}
+
+long t_first_nonzero(const void *p, size_t len)
+{
+	const volatile unsigned char *b = p;
+	size_t i;
+
+	for (i = 0; i < len; i++) {
+		if (b[i])
+			return (long)i;
+	}
+	return -1;
+}
+
+void t_small_buffers(void)
+{
+	setenv("NCCL_LL_BUFFSIZE", "64K", 1);
+	setenv("NCCL_LL128_BUFFSIZE", "60K", 1);
+	setenv("NCCL_BUFFSIZE", "256K", 1);
+}
+
+void t_p2p_only(void)
+{
+	setenv("MLAP2P_BOOTSTRAP_TIMEOUT", "20s", 1);
+	/* These tests pin P2P and the seed's terminal error; NET, which
+	 * would take every pair P2P cannot, has net_test and net_hosts.sh. */
+	setenv("MLAP2P_NET_DISABLE", "1", 1);
+	t_small_buffers();
+}
+
+void t_host_topology(void)
+{
+	setenv("MLAP2P_FAMILY", "trn2", 1);
+	setenv("MLAP2P_POD", "p2p", 1);
+	setenv("MLAP2P_POD_NODES", "2", 1);
+	setenv("MLAP2P_RUNTIME", "host", 1);
+	t_p2p_only();
+}
+
+const char *t_node_topology(void)
+{
+	static const char *const host_vars[] = {
+		"MLAP2P_DEVICES", "MLAP2P_CORES_PER_DEVICE", "MLAP2P_LNC",
+		"MLAP2P_POD", "MLAP2P_POD_NODES", "MLAP2P_NODE",
+	};
+	static char why[192];
+	struct mlap2p_info info;
+	const char *rt;
+	size_t i;
+	int fd, ret;
+
+	t_p2p_only();
+	setenv("MLAP2P_FAMILY", "trn2", 1);
+	for (i = 0; i < ARRAY_SIZE(host_vars); i++)
+		unsetenv(host_vars[i]);
+	rt = getenv("MLAP2P_RUNTIME");
+	if (!rt || !*rt || !strcasecmp(rt, "auto")) {
+		rt = access(MLAP2P_DEVICE_PATH, F_OK) ? "host" : "kmod";
+		setenv("MLAP2P_RUNTIME", rt, 1);
+	}
+	if (strcasecmp(rt, "kmod"))
+		return NULL;
+	/* Let the library say what is wrong with the device itself. */
+	fd = t_dev_open();
+	if (fd < 0)
+		return NULL;
+	ret = t_get_info(fd, &info);
+	close(fd);
+	if (ret || (info.family == MLAP2P_FAMILY_TRN2 &&
+		    info.num_devices == 16 && info.cores_per_device == 8 &&
+		    info.lnc == 2 && info.node == 0))
+		return NULL;
+	snprintf(why, sizeof(why),
+		 "needs the module's default topology (trn2, 16 MLAs, 8 cores, LNC 2, node 0), not %s, %u MLAs, %u cores, LNC %u, node %u",
+		 mlap2p_topo_family_name(info.family) ?: "?", info.num_devices,
+		 info.cores_per_device, info.lnc, info.node);
+	return why;
+}
+
+int t_check_runtime(struct mlap2p_comm *api)
+{
+	const char *want = getenv("MLAP2P_RUNTIME");
+	const char *kind = mlap2p_rt_kind_name(mlap2p_nccl(api)->rt->kind);
+
+	return want && !strcasecmp(kind, want) ? 0 : 1;
+}
+
+int t_leak_check(void)
+{
+#ifdef __SANITIZE_ADDRESS__
+	return __lsan_do_recoverable_leak_check();
+#else
+	return 0;
+#endif
+}
+
+int t_init(struct t_rank *r)
+{
+	int ret = mlap2p_comm_init_rank(&r->comm, r->nranks, &r->id, r->rank,
+					r->core);
+
+	if (ret)
+		snprintf(r->msg, sizeof(r->msg), "init: %s: %s",
+			 mlap2p_strerror(ret), mlap2p_last_error());
+	return ret;
+}
+
+void *t_thread_main(void *arg)
+{
+	struct t_rank *r = arg;
+
+	r->result = r->fn(r);
+	if (r->result && !r->msg[0])
+		snprintf(r->msg, sizeof(r->msg), "%s", mlap2p_last_error());
+	return NULL;
+}
+
+int t_run_threads(int nranks, const int *cores, t_rank_fn fn, void *arg,
+		  struct t_rank *ranks)
+{
+	struct mlap2p_unique_id id;
+	int i, ret = 0;
+
+	if (mlap2p_get_unique_id(&id)) {
+		ksft_print_msg("get_unique_id: %s\n", mlap2p_last_error());
+		return 100;
+	}
+	for (i = 0; i < nranks; i++) {
+		memset(&ranks[i], 0, sizeof(ranks[i]));
+		ranks[i].rank = i;
+		ranks[i].nranks = nranks;
+		ranks[i].core = cores[i];
+		ranks[i].id = id;
+		ranks[i].fn = fn;
+		ranks[i].arg = arg;
+		pthread_create(&ranks[i].thread, NULL, t_thread_main,
+			       &ranks[i]);
+	}
+	for (i = 0; i < nranks; i++) {
+		pthread_join(ranks[i].thread, NULL);
+		if (ranks[i].result && !ret) {
+			ksft_print_msg("rank %d failed at step %d: %s\n", i,
+				       ranks[i].result, ranks[i].msg);
+			ret = ranks[i].result;
+		}
+	}
+	if (!ret && t_leak_check())
+		ret = 101;
+	return ret;
+}
+
+int t_fork(struct t_procs *p, int n,
+	   int (*child)(int idx, struct mlap2p_unique_id *id, void *arg),
+	   void *arg)
+{
+	int i;
+
+	p->n = n;
+	for (i = 0; i < n; i++) {
+		int fds[2];
+
+		if (pipe(fds))
+			return -errno;
+		/* The child's diagnostics, and nothing of ours twice. */
+		fflush(NULL);
+		p->pid[i] = fork();
+		if (p->pid[i] < 0)
+			return -errno;
+		if (p->pid[i] == 0) {
+			struct mlap2p_unique_id id;
+			int k;
+
+			close(fds[1]);
+			for (k = 0; k < i; k++)
+				close(p->pipe[k]);
+			if (t_read_full(fds[0], &id, sizeof(id)))
+				_exit(99);
+			close(fds[0]);
+			k = child(i, &id, arg);
+			if (!k && t_leak_check())
+				k = 102;
+			fflush(NULL);
+			_exit(k);
+		}
+		close(fds[0]);
+		p->pipe[i] = fds[1];
+	}
+	return 0;
+}
+
+int t_procs_start(struct t_procs *p, const struct mlap2p_unique_id *id)
+{
+	int i, ret = 0;
+
+	for (i = 0; i < p->n; i++) {
+		if (t_write_full(p->pipe[i], id, sizeof(*id)))
+			ret = -EPIPE;
+		close(p->pipe[i]);
+	}
+	return ret;
+}
+
+int t_procs_wait(struct t_procs *p)
+{
+	int i, st, ret = 0;
+
+	for (i = 0; i < p->n; i++) {
+		st = t_wait(p->pid[i]);
+		if (st && !ret) {
+			ksft_print_msg("child %d (pid %d) ended with %d\n", i,
+				       (int)p->pid[i], st);
+			fflush(stdout);	/* a failed ASSERT ends us by _exit() */
+			ret = st;
+		}
+	}
+	return ret;
+}
+
+int t_wait_ge(volatile uint64_t *p, uint64_t v)
+{
+	int64_t deadline = mlap2p_now_ms() + T_WAIT_MS;
+	unsigned long spins = 0;
+
+	while (__atomic_load_n(p, __ATOMIC_ACQUIRE) < v) {
+		if (++spins % 1024 == 0) {
+			if (mlap2p_now_ms() > deadline)
+				return -ETIMEDOUT;
+			sched_yield();
+		}
+	}
+	return 0;
+}
+
+uint32_t t_seed(int proto, int sender, int channel)
+{
+	return 0x9e3779b9u * (uint32_t)(proto + 1) ^
+	       (uint32_t)(sender << 16) ^ (uint32_t)channel;
+}
+
+int t_send_pattern(struct mlap2p_comm *comm, int channel, int peer)
+{
+	struct mlap2p_conn_desc d;
+	struct ncclConnInfo *c;
+	uint64_t k = 0;
+	void *tok;
+	int p;
+
+	if (mlap2p_conn_get(comm, channel, peer, MLAP2P_DIR_SEND, &d))
+		return 1;
+	c = &d.host->conn;
+	if (!c->tail || !c->head || !c->ptrExchange || !c->sizesFifo)
+		return 2;
+	for (p = 0; p < NCCL_NUM_PROTOCOLS; p++) {
+		size_t n = (size_t)d.buff_sizes[p];
+		uint32_t seed = t_seed(p, mlap2p_comm_rank(comm), channel);
+
+		if (!n)
+			continue;
+		if (!c->buffs[p])
+			return 3;
+		if (n > T_PATTERN_BYTES)
+			n = T_PATTERN_BYTES;
+		t_fill(c->buffs[p], n, seed);
+		t_fill(c->buffs[p] + d.buff_sizes[p] - n, n, ~seed);
+		k++;
+		c->sizesFifo[k % NCCL_STEPS] = (int)(n + (size_t)p);
+		__atomic_store_n(c->tail, k, __ATOMIC_RELEASE);
+		if (t_wait_ge(c->head, k))
+			return 4;
+	}
+	/* The receiver offers a token through ptrExchange (our sendMem). */
+	{
+		int64_t deadline = mlap2p_now_ms() + T_WAIT_MS;
+
+		while (!(tok = __atomic_load_n(c->ptrExchange, __ATOMIC_ACQUIRE))) {
+			if (mlap2p_now_ms() > deadline)
+				return 5;
+			sched_yield();
+		}
+	}
+	if (tok != (void *)(uintptr_t)(0x1000 + channel))
+		return 6;
+	__atomic_store_n(c->ptrExchange, NULL, __ATOMIC_RELEASE);
+	return 0;
+}
+
+int t_recv_pattern(struct mlap2p_comm *comm, int channel, int peer)
+{
+	struct mlap2p_conn_desc d;
+	struct ncclConnInfo *c;
+	uint64_t k = 0;
+	int p;
+
+	if (mlap2p_conn_get(comm, channel, peer, MLAP2P_DIR_RECV, &d))
+		return 11;
+	c = &d.host->conn;
+	if (!c->tail || !c->head || !c->ptrExchange || !c->sizesFifo)
+		return 12;
+	for (p = 0; p < NCCL_NUM_PROTOCOLS; p++) {
+		size_t n = (size_t)d.buff_sizes[p];
+		uint32_t seed = t_seed(p, peer, channel);
+
+		if (!n)
+			continue;
+		if (!c->buffs[p])
+			return 13;
+		if (n > T_PATTERN_BYTES)
+			n = T_PATTERN_BYTES;
+		k++;
+		if (t_wait_ge(c->tail, k))
+			return 14;
+		if (c->sizesFifo[k % NCCL_STEPS] != (int)(n + (size_t)p))
+			return 15;
+		if (t_check(c->buffs[p], n, seed) >= 0)
+			return 16;
+		if (t_check(c->buffs[p] + d.buff_sizes[p] - n, n,
+			    ~seed) >= 0)
+			return 17;
+		__atomic_store_n(c->head, k, __ATOMIC_RELEASE);
+	}
+	__atomic_store_n(c->ptrExchange, (void *)(uintptr_t)(0x1000 + channel),
+			 __ATOMIC_RELEASE);
+	/* Wait until the sender took it, so teardown finds it consumed. */
+	{
+		int64_t deadline = mlap2p_now_ms() + T_WAIT_MS;
+
+		while (__atomic_load_n(c->ptrExchange, __ATOMIC_ACQUIRE)) {
+			if (mlap2p_now_ms() > deadline)
+				return 18;
+			sched_yield();
+		}
+	}
+	return 0;
+}
+
+int t_exchange(struct mlap2p_comm *comm, int channel, int peer)
+{
+	int ret;
+
+	if (mlap2p_comm_rank(comm) < peer) {
+		ret = t_send_pattern(comm, channel, peer);
+		if (!ret)
+			ret = t_recv_pattern(comm, channel, peer);
+	} else {
+		ret = t_recv_pattern(comm, channel, peer);
+		if (!ret)
+			ret = t_send_pattern(comm, channel, peer);
+	}
+	return ret;
+}
+
+int t_check_mirror(struct mlap2p_comm *comm, int channel, int peer, int dir)
+{
+	struct mlap2p_conn_desc d;
+
+	if (mlap2p_conn_get(comm, channel, peer, dir, &d))
+		return 21;
+	if (!d.dev || d.dev == d.host)
+		return 22;
+	if (d.dev->connected != 1)
+		return 23;
+	if (memcmp(&d.dev->conn, &d.host->conn,
+		   offsetof(struct ncclConnInfo, step)))
+		return 24;
+	return 0;
+}
+
+int t_fd_count(void)
+{
+	struct dirent *e;
+	DIR *d = opendir("/proc/self/fd");
+	int n = 0;
+
+	if (!d)
+		return -1;
+	while ((e = readdir(d)))
+		if (e->d_name[0] != '.')
+			n++;
+	closedir(d);
+	return n - 1;	/* the DIR's own descriptor */
+}
+
+int t_memfd_count(void)
+{
+	char line[512], path[64], target[256];
+	struct dirent *e;
+	int n = 0;
+	FILE *f;
+	DIR *d;
+
+	f = fopen("/proc/self/maps", "re");
+	if (f) {
+		while (fgets(line, sizeof(line), f))
+			if (strstr(line, "memfd:mlap2p"))
+				n++;
+		fclose(f);
+	}
+	d = opendir("/proc/self/fd");
+	if (d) {
+		while ((e = readdir(d))) {
+			ssize_t len;
+
+			snprintf(path, sizeof(path), "/proc/self/fd/%.32s",
+				 e->d_name);
+			len = readlink(path, target, sizeof(target) - 1);
+			if (len <= 0)
+				continue;
+			target[len] = '\0';
+			if (strstr(target, "memfd:mlap2p"))
+				n++;
+		}
+		closedir(d);
+	}
+	return n;
+}
+
+int t_link_counts(struct mlap2p_comm *comm, const char *key,
+		  unsigned long long *ops, unsigned long long *direct)
+{
+	char out[8192] = "";
+	const char *at;
+	ssize_t got;
+	int fds[2];
+
+	if (pipe(fds))
+		return -1;
+	if (mlap2p_dump_state(comm, fds[1])) {
+		close(fds[0]);
+		close(fds[1]);
+		return -1;
+	}
+	close(fds[1]);
+	got = read(fds[0], out, sizeof(out) - 1);
+	close(fds[0]);
+	at = got <= 0 ? NULL : key ? strstr(out, key) : out;
+	at = at ? strstr(at, " ops ") : NULL;
+	if (!at || sscanf(at, " ops %llu single-copy %llu", ops, direct) != 2)
+		return -1;
+	return 0;
+}

@@ -1,0 +1,434 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * Transport selection for every edge class, under NCCL_P2P_DISABLE and
+ * each NCCL_P2P_LEVEL (by name and by number).
+ *
+ * Six ranks (threads, a trn2 pod of two nodes) sit so that rank 0 sees
+ * every class:
+ *
+ *   rank  core  MLA  edge from rank 0
+ *   1     1     0    LOCAL  (same MLA)
+ *   2     4     1    D2D    (torus neighbour)
+ *   3     8     2    RELAY  (through MLA 1, where rank 2 runs)
+ *   4     64    16   POD    (node 1, same local MLA: a pod link)
+ *   5     68    17   NONE   (node 1, another MLA: no link)
+ *
+ * For each peer rank 0 asks P2P and NET whether they can connect, then
+ * really connects: an allowed edge comes up (P2P/direct pointer, or
+ * P2P/indirect through rank 2 for the relay) and carries a pattern; any
+ * other ends in the seed's terminal error, since NET says no.  Bad values
+ * of every variable the library reads are refused with their name.
+ *
+ * Ranks 0-3 live on node 0 of the trn2 defaults, so node_edge_classes
+ * runs them on the module when /dev/mlap2p exists (its CAN_ACCESS_PEER
+ * decides) and on the host runtime otherwise.  Ranks 4 and 5 need the pod,
+ * which the module's defaults do not have: every_edge_class, with all six,
+ * stays on the host runtime.
+ */
+#include "helpers.h"
+#include "kselftest_harness.h"
+
+#define NR	6
+
+static const int sel_cores[NR] = { 0, 1, 4, 8, 64, 68 };
+static const int sel_edge[NR] = {
+	MLAP2P_EDGE_LOCAL, MLAP2P_EDGE_LOCAL, MLAP2P_EDGE_D2D,
+	MLAP2P_EDGE_RELAY, MLAP2P_EDGE_POD, MLAP2P_EDGE_NONE,
+};
+
+FIXTURE(select) {
+	int dummy;
+};
+
+FIXTURE_VARIANT(select) {
+	const char *level;	/* NCCL_P2P_LEVEL or NULL */
+	const char *disable;	/* NCCL_P2P_DISABLE or NULL */
+	int max;		/* highest class P2P may take, 0 = none */
+};
+
+FIXTURE_VARIANT_ADD(select, default_level) { .max = MLAP2P_EDGE_POD };
+FIXTURE_VARIANT_ADD(select, disable) { .disable = "1", .max = 0 };
+FIXTURE_VARIANT_ADD(select, disable0) { .disable = "0", .max = MLAP2P_EDGE_POD };
+FIXTURE_VARIANT_ADD(select, level_local) { .level = "LOCAL", .max = MLAP2P_EDGE_LOCAL };
+FIXTURE_VARIANT_ADD(select, level_d2d) { .level = "d2d", .max = MLAP2P_EDGE_D2D };
+FIXTURE_VARIANT_ADD(select, level_relay) { .level = "RELAY", .max = MLAP2P_EDGE_RELAY };
+FIXTURE_VARIANT_ADD(select, level_pod) { .level = "POD", .max = MLAP2P_EDGE_POD };
+FIXTURE_VARIANT_ADD(select, level_1) { .level = "1", .max = MLAP2P_EDGE_LOCAL };
+FIXTURE_VARIANT_ADD(select, level_2) { .level = "2", .max = MLAP2P_EDGE_D2D };
+FIXTURE_VARIANT_ADD(select, level_3) { .level = "3", .max = MLAP2P_EDGE_RELAY };
+FIXTURE_VARIANT_ADD(select, level_4) { .level = "4", .max = MLAP2P_EDGE_POD };
+FIXTURE_VARIANT_ADD(select, disable_wins) { .level = "POD", .disable = "1", .max = 0 };
+
+FIXTURE_SETUP(select)
+{
+	self->dummy = 0;
+	if (variant->level)
+		setenv("NCCL_P2P_LEVEL", variant->level, 1);
+	if (variant->disable)
+		setenv("NCCL_P2P_DISABLE", variant->disable, 1);
+}
+
+FIXTURE_TEARDOWN(select)
+{
+}
+
+static bool sel_allowed(int max, int peer)
+{
+	return sel_edge[peer] != MLAP2P_EDGE_NONE && sel_edge[peer] <= max;
+}
+
+/* Rank 0 and @peer connect to each other; check how. */
+static int sel_pair(struct t_rank *r, int peer, int max)
+{
+	char expect[160];
+	struct mlap2p_conn_desc d;
+	int other = r->rank == 0 ? peer : 0;
+	int ret, core0 = r->rank == 0 ? r->core : sel_cores[0];
+	int corep = r->rank == 0 ? sel_cores[peer] : r->core;
+
+	ret = mlap2p_connect_peers(r->comm, 1, 1, &other, 1, &other);
+	if (!sel_allowed(max, peer)) {
+		if (ret != -EHOSTUNREACH)
+			return 60;
+		snprintf(expect, sizeof(expect),
+			 "No transport found between devices %d and %d. Possible replica group misconfiguration",
+			 r->rank == 0 ? core0 : corep,
+			 r->rank == 0 ? corep : core0);
+		if (!strstr(mlap2p_last_error(), expect)) {
+			snprintf(r->msg, sizeof(r->msg), "want '%s', got '%s'",
+				 expect, mlap2p_last_error());
+			return 61;
+		}
+		return 0;
+	}
+	if (ret)
+		return 62;
+	if (mlap2p_conn_get(r->comm, 0, other, MLAP2P_DIR_SEND, &d))
+		return 63;
+	if (d.path != (sel_edge[peer] == MLAP2P_EDGE_RELAY ?
+		       MLAP2P_PATH_INDIRECT : MLAP2P_PATH_DIRECT))
+		return 64;
+	if (sel_edge[peer] == MLAP2P_EDGE_RELAY && d.mem_rank != 2)
+		return 65;
+	return t_exchange(r->comm, 0, other);
+}
+
+/* What rank 0 learns by asking each transport directly. */
+static int sel_ask(struct t_rank *r, int max)
+{
+	struct ncclComm *comm = mlap2p_nccl(r->comm);
+	int peer, ok;
+
+	/* The module's answers in the VM, not the host runtime's. */
+	if (t_check_runtime(r->comm)) {
+		snprintf(r->msg, sizeof(r->msg), "runtime %s, not %s",
+			 mlap2p_rt_kind_name(comm->rt->kind),
+			 getenv("MLAP2P_RUNTIME"));
+		return 69;
+	}
+	for (peer = 1; peer < r->nranks; peer++) {
+		if (comm->topo->edge[peer] != sel_edge[peer])
+			return 70;
+		if (p2pTransport.canConnect(&ok, comm->topo, NULL,
+					    &comm->peerInfo[0],
+					    &comm->peerInfo[peer]))
+			return 71;
+		if (ok != (int)sel_allowed(max, peer)) {
+			snprintf(r->msg, sizeof(r->msg),
+				 "P2P to rank %d (%s): %d", peer,
+				 mlap2p_topo_edge_name((__u32)sel_edge[peer]), ok);
+			return 72;
+		}
+		if (netTransport.canConnect(&ok, comm->topo, NULL,
+					    &comm->peerInfo[0],
+					    &comm->peerInfo[peer]) || ok)
+			return 73;
+	}
+	/* The relay goes through rank 2, which runs on MLA 1. */
+	if (comm->topo->intermediate[3] != 2 || comm->topo->relayMla[3] != 1)
+		return 74;
+	return 0;
+}
+
+static int sel_rank(struct t_rank *r)
+{
+	const int *max = r->arg;
+	int ret = 0, peer;
+
+	if (t_init(r))
+		return 1;
+	if (r->rank == 0) {
+		ret = sel_ask(r, *max);
+		for (peer = 1; peer < r->nranks && !ret; peer++)
+			ret = sel_pair(r, peer, *max);
+	} else {
+		ret = sel_pair(r, r->rank, *max);
+	}
+	if (mlap2p_comm_destroy(r->comm) && !ret)
+		ret = 80;
+	return ret;
+}
+
+/* Host runtime: cores 64 and 68 (node 1) exist only with the pod. */
+TEST_F(select, every_edge_class)
+{
+	struct t_rank ranks[NR];
+	int max = variant->max;
+
+	t_host_topology();
+	ASSERT_EQ(0, t_run_threads(NR, sel_cores, sel_rank, &max, ranks));
+}
+
+/* LOCAL, D2D and RELAY: the module's answers in the VM. */
+TEST_F(select, node_edge_classes)
+{
+	struct t_rank ranks[4];
+	int max = variant->max;
+
+	T_NODE_TOPOLOGY();
+	ASSERT_EQ(0, t_run_threads(4, sel_cores, sel_rank, &max, ranks));
+}
+
+/* A relay needs a rank on the intermediate MLA; without one, no P2P. */
+static int relay_alone_rank(struct t_rank *r)
+{
+	int peer = 1 - r->rank, ret;
+
+	if (t_init(r))
+		return 1;
+	ret = mlap2p_connect_peers(r->comm, 1, 1, &peer, 1, &peer) ==
+	      -EHOSTUNREACH ? 0 : 2;
+	if (!ret && !strstr(mlap2p_last_error(), "No transport found between devices"))
+		ret = 3;
+	if (mlap2p_comm_destroy(r->comm) && !ret)
+		ret = 4;
+	return ret;
+}
+
+TEST(relay_without_intermediate_rank)
+{
+	int cores[2] = { 0, 8 };
+	struct t_rank ranks[2];
+
+	T_NODE_TOPOLOGY();
+	ASSERT_EQ(0, t_run_threads(2, cores, relay_alone_rank, NULL, ranks));
+}
+
+/*
+ * ---- NCCL_HOSTID: ranks with different values are on different hosts ----
+ *
+ * Two processes of this machine.  The host identity (hostHash) is
+ * NCCL_HOSTID when it is set and not empty, else the host name and boot
+ * id.  Ranks of different identities never take P2P (the pair's edge is
+ * NONE, whatever the cores), so with NET disabled connect ends in the
+ * seed's terminal error; as different hosts they may even use the same
+ * core number.  Equal identities are one host: cores 0 and 4 (D2D) connect
+ * by P2P/IPC, and one core twice is refused at init.
+ */
+FIXTURE(hostid) {
+	int dummy;
+};
+
+FIXTURE_VARIANT(hostid) {
+	const char *id[2];	/* NCCL_HOSTID of rank 0 and 1, NULL = unset */
+	int core[2];
+	bool same_host;
+	int init_ret;		/* of both ranks */
+	int connect_ret;	/* of both ranks, after init succeeded */
+};
+
+FIXTURE_VARIANT_ADD(hostid, differ) {
+	.id = { "hostid-a", "hostid-b" }, .core = { 0, 4 },
+	.same_host = false, .connect_ret = -EHOSTUNREACH,
+};
+FIXTURE_VARIANT_ADD(hostid, one_unset) {
+	.id = { "hostid-a", NULL }, .core = { 0, 4 },
+	.same_host = false, .connect_ret = -EHOSTUNREACH,
+};
+FIXTURE_VARIANT_ADD(hostid, differ_same_core) {
+	.id = { "hostid-a", "hostid-b" }, .core = { 0, 0 },
+	.same_host = false, .connect_ret = -EHOSTUNREACH,
+};
+FIXTURE_VARIANT_ADD(hostid, equal) {
+	.id = { "hostid-a", "hostid-a" }, .core = { 0, 4 },
+	.same_host = true,
+};
+FIXTURE_VARIANT_ADD(hostid, empty_is_unset) {
+	.id = { "", NULL }, .core = { 0, 4 },
+	.same_host = true,
+};
+FIXTURE_VARIANT_ADD(hostid, equal_same_core) {
+	.id = { "hostid-a", "hostid-a" }, .core = { 0, 0 },
+	.same_host = true, .init_ret = -EINVAL,
+};
+
+FIXTURE_SETUP(hostid)
+{
+	self->dummy = 0;
+}
+
+FIXTURE_TEARDOWN(hostid)
+{
+}
+
+/* 0 when the thread's last WARN is exactly @want, else @step. */
+static int hostid_warned(int step, const char *want)
+{
+	if (!strcmp(mlap2p_last_error(), want))
+		return 0;
+	return t_child_fail(step, "want '%s', got '%s'", want,
+				 mlap2p_last_error());
+}
+
+/* After init: what the two identities make of the pair, then connect. */
+static int hostid_pair(struct mlap2p_comm *api,
+		       const FIXTURE_VARIANT(hostid) *v, int idx)
+{
+	struct ncclComm *comm = mlap2p_nccl(api);
+	struct ncclPeerInfo *me = &comm->peerInfo[idx];
+	struct ncclPeerInfo *pi = &comm->peerInfo[1 - idx];
+	int peer = 1 - idx, edge, ok, ret;
+	struct mlap2p_conn_desc d;
+	char expect[160];
+
+	if (t_check_runtime(api))
+		return t_child_fail(10, "runtime %s",
+					 mlap2p_rt_kind_name(comm->rt->kind));
+	if ((me->hostHash == pi->hostHash) != v->same_host)
+		return t_child_fail(11, "hostHash %016llx vs %016llx",
+					 (unsigned long long)me->hostHash,
+					 (unsigned long long)pi->hostHash);
+	edge = comm->topo->edge[idx * 2 + peer];
+	if (edge != (v->same_host ? MLAP2P_EDGE_D2D : MLAP2P_EDGE_NONE))
+		return t_child_fail(12, "edge %d", edge);
+	if (p2pTransport.canConnect(&ok, comm->topo, NULL, me, pi) ||
+	    ok != v->same_host)
+		return t_child_fail(13, "P2P canConnect %d", ok);
+
+	ret = mlap2p_connect_peers(api, 1, 1, &peer, 1, &peer);
+	if (ret != v->connect_ret)
+		return t_child_fail(14, "connect: %d (%s)", ret,
+					 mlap2p_last_error());
+	if (ret) {
+		snprintf(expect, sizeof(expect),
+			 "No transport found between devices %d and %d. Possible replica group misconfiguration",
+			 v->core[idx], v->core[peer]);
+		return hostid_warned(15, expect);
+	}
+	if (mlap2p_conn_get(api, 0, peer, MLAP2P_DIR_SEND, &d) ||
+	    d.path != MLAP2P_PATH_IPC)
+		return t_child_fail(16, "not P2P/IPC");
+	return t_exchange(api, 0, peer);
+}
+
+static int hostid_child(int idx, struct mlap2p_unique_id *id, void *arg)
+{
+	const FIXTURE_VARIANT(hostid) *v = arg;
+	struct mlap2p_comm *comm = NULL;
+	char expect[96];
+	int ret;
+
+	if (v->id[idx])
+		setenv("NCCL_HOSTID", v->id[idx], 1);
+	else
+		unsetenv("NCCL_HOSTID");
+	ret = mlap2p_comm_init_rank(&comm, 2, id, idx, v->core[idx]);
+	if (ret != v->init_ret)
+		return t_child_fail(1, "init: %d (%s)", ret,
+					 mlap2p_last_error());
+	if (ret) {
+		snprintf(expect, sizeof(expect),
+			 "ranks 0 and 1 both run on core %d of this host",
+			 v->core[0]);
+		return comm ? 2 : hostid_warned(2, expect);
+	}
+	ret = hostid_pair(comm, v, idx);
+	if (mlap2p_comm_destroy(comm) && !ret)
+		ret = 3;
+	return ret;
+}
+
+TEST_F(hostid, decides_the_host)
+{
+	struct mlap2p_unique_id id;
+	struct t_procs p;
+
+	T_NODE_TOPOLOGY();
+	ASSERT_EQ(0, t_fork(&p, 2, hostid_child, (void *)variant));
+	ASSERT_EQ(0, mlap2p_get_unique_id(&id));
+	ASSERT_EQ(0, t_procs_start(&p, &id));
+	ASSERT_EQ(0, t_procs_wait(&p));
+}
+
+/* ---- bad values are refused, naming the variable ---- */
+
+FIXTURE(badenv) {
+	int dummy;
+};
+
+FIXTURE_VARIANT(badenv) {
+	const char *name;
+	const char *value;
+};
+
+FIXTURE_VARIANT_ADD(badenv, p2p_level) { "NCCL_P2P_LEVEL", "SYS" };
+FIXTURE_VARIANT_ADD(badenv, p2p_level_num) { "NCCL_P2P_LEVEL", "5" };
+FIXTURE_VARIANT_ADD(badenv, p2p_disable) { "NCCL_P2P_DISABLE", "yes" };
+FIXTURE_VARIANT_ADD(badenv, p2p_read) { "NCCL_P2P_READ_ENABLE", "2" };
+FIXTURE_VARIANT_ADD(badenv, buffsize) { "NCCL_BUFFSIZE", "4Q" };
+FIXTURE_VARIANT_ADD(badenv, ll_buffsize) { "NCCL_LL_BUFFSIZE", "-1" };
+FIXTURE_VARIANT_ADD(badenv, ll128_buffsize) { "NCCL_LL128_BUFFSIZE", "2G" };
+FIXTURE_VARIANT_ADD(badenv, debug) { "NCCL_DEBUG", "LOUD" };
+FIXTURE_VARIANT_ADD(badenv, debug_subsys) { "NCCL_DEBUG_SUBSYS", "INIT,NOPE" };
+FIXTURE_VARIANT_ADD(badenv, runtime) { "MLAP2P_RUNTIME", "gpu" };
+FIXTURE_VARIANT_ADD(badenv, timeout) { "MLAP2P_BOOTSTRAP_TIMEOUT", "soon" };
+FIXTURE_VARIANT_ADD(badenv, rings) { "NCCL_RINGS", "0 0" };
+FIXTURE_VARIANT_ADD(badenv, family) { "MLAP2P_FAMILY", "trn9" };
+FIXTURE_VARIANT_ADD(badenv, lnc) { "MLAP2P_LNC", "3" };
+FIXTURE_VARIANT_ADD(badenv, pod) { "MLAP2P_POD", "mesh" };
+FIXTURE_VARIANT_ADD(badenv, pod_nodes) { "MLAP2P_POD_NODES", "0" };
+FIXTURE_VARIANT_ADD(badenv, node) { "MLAP2P_NODE", "7" };
+FIXTURE_VARIANT_ADD(badenv, devices) { "MLAP2P_DEVICES", "15" };
+FIXTURE_VARIANT_ADD(badenv, ifname) { "NCCL_SOCKET_IFNAME", "=nosuchif0" };
+
+/* Host runtime: only it reads MLAP2P_FAMILY .. MLAP2P_DEVICES. */
+FIXTURE_SETUP(badenv)
+{
+	self->dummy = 0;
+	if (strcmp(variant->name, "MLAP2P_RUNTIME"))
+		setenv("MLAP2P_RUNTIME", "host", 1);
+}
+
+FIXTURE_TEARDOWN(badenv)
+{
+}
+
+TEST_F(badenv, refused_by_name)
+{
+	struct mlap2p_unique_id id;
+	struct mlap2p_comm *comm = NULL;
+	int ret;
+
+	ASSERT_EQ(0, mlap2p_get_unique_id(&id));
+	setenv(variant->name, variant->value, 1);
+	ret = mlap2p_comm_init_rank(&comm, 2, &id, 0, 0);
+	EXPECT_EQ(-EINVAL, ret);
+	EXPECT_EQ(NULL, comm);
+	EXPECT_NE(NULL, strstr(mlap2p_last_error(), variant->name))
+		TH_LOG("message: %s", mlap2p_last_error());
+}
+
+/* A core beyond the topology is refused too. */
+TEST(core_out_of_range)
+{
+	struct mlap2p_unique_id id;
+	struct mlap2p_comm *comm = NULL;
+
+	setenv("MLAP2P_RUNTIME", "host", 1);
+	setenv("MLAP2P_FAMILY", "trn1", 1);	/* 32 cores */
+	ASSERT_EQ(0, mlap2p_get_unique_id(&id));
+	EXPECT_EQ(-EINVAL, mlap2p_comm_init_rank(&comm, 1, &id, 0, 32));
+	EXPECT_NE(NULL, strstr(mlap2p_last_error(), "core 32"));
+}
+
+TEST_HARNESS_MAIN
