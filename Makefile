@@ -20,7 +20,7 @@ include Makefile.quiet
 export TOP B KDIR V MLAP2P_VERSION MLAP2P_VERSION_MAJOR \
 	MLAP2P_VERSION_MINOR MLAP2P_VERSION_PATCH
 
-.PHONY: all module lib tools selftests ksft deps check check-host check-vm \
+.PHONY: all module lib tools selftests ksft deps check check-host check-net-none check-vm \
 	check-debug demo bench bench-deps vm-shell clean help checkpatch
 
 all: module lib tools selftests
@@ -71,6 +71,7 @@ RUN_TESTS := $(TOP)/selftests/mlap2p/run_tests.sh
 
 check-host: selftests
 	$(TOP)/scripts/check-layers $(B)/lib/.obj
+	$(MAKE) check-net-none
 	$(RUN_TESTS) --host $(B)/test $(B)/test-nccl $(B)/selftests
 	$(MAKE) -C lib SAN=asan
 	$(MAKE) -C test SAN=asan
@@ -84,6 +85,13 @@ check-host: selftests
 	TSAN_OPTIONS=halt_on_error=1 MLAP2P_TEST_QUICK=1 MLAP2P_TEST_TIMEOUT=900 \
 	MLAP2P_TEST_FILTER='$(TSAN_TESTS)' \
 		$(RUN_TESTS) --host $(B)/test-tsan $(B)/test-nccl-tsan
+
+# libmlap2p built without libfabric (NET=none, into build/lib-nonet): the
+# NET entry says no and the seed's terminal error follows.
+check-net-none: ksft
+	$(MAKE) -C lib NET=none
+	$(MAKE) -C test NET=none
+	$(RUN_TESTS) --host $(B)/test-nonet
 
 check-vm: all
 	$(TOP)/scripts/vm/check

@@ -93,6 +93,12 @@ uint64_t mlap2p_net_provider_hash(void)
 	return 0;
 }
 
+int mlap2p_net_progress(struct ncclConnector *c)
+{
+	(void)c;
+	return 0;
+}
+
 int mlap2p_net_reg(struct ncclConnector *c, const void *buf, size_t bytes)
 {
 	(void)c;
@@ -131,3 +137,12 @@ MLAP2P_EXPORT struct ncclTransport netTransport = {
 	.send = NET_NO_COMM,
 	.recv = NET_NO_COMM,
 };
+
+int mlap2p_net_reg_cached(struct ncclConnector *c, const void *buf,
+			  size_t bytes)
+{
+	(void)c;
+	(void)buf;
+	(void)bytes;
+	return -1;
+}
