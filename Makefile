@@ -57,6 +57,7 @@ check: deps
 	$(MAKE) check-man
 	$(MAKE) check-install
 	$(MAKE) check-dkms
+	$(MAKE) check-torch
 
 # The host part: every test plain, then under ASan/UBSan, and the threaded
 # ones under TSan (the library rebuilt with the same sanitizer).  Tests that need the module
@@ -95,6 +96,7 @@ demo: deps
 bench: lib tools
 	$(MAKE) -C bench
 	$(TOP)/tools/bench
+	$(MAKE) bench-torch
 
 bench-deps:
 	$(TOP)/tools/bench --deps
@@ -109,3 +111,6 @@ help:
 # Installing and packaging: install, uninstall, dkms-install, dkms-remove,
 # check-man, check-install, check-dkms, check-6.12 (see tools/install.mk).
 include tools/install.mk
+
+# The PyTorch backend: torch, check-torch, bench-torch, install-torch.
+include python/torch.mk
