@@ -65,6 +65,15 @@ int mlap2p_comm_init_rank(struct mlap2p_comm **comm, int nranks,
 int mlap2p_comm_destroy(struct mlap2p_comm *comm);
 /* Stop every wait and free without talking to peers. */
 int mlap2p_comm_abort(struct mlap2p_comm *comm);
+/*
+ * Split @comm (collective over all its ranks): ranks passing the same
+ * @color form a new communicator, ranked by (@key, rank in @comm); color
+ * MLAP2P_SPLIT_NOCOLOR gives *newcomm = NULL.  The child runs on @core, or
+ * on the parent's core when @core < 0.  lib/split/comm_split.c.
+ */
+#define MLAP2P_SPLIT_NOCOLOR	(-1)
+int mlap2p_comm_split(struct mlap2p_comm *comm, int color, int key, int core,
+		      struct mlap2p_comm **newcomm);
 /* 0 and *error = 0 or the first asynchronous -errno of @comm. */
 int mlap2p_comm_get_async_error(struct mlap2p_comm *comm, int *error);
 

@@ -30,17 +30,8 @@ extern "C" {
 #define NCCL_DIRECT_GPU		0x01
 #define NCCL_DIRECT_NIC		0x10
 
-typedef enum {
-	ncclSuccess = 0,
-	ncclUnhandledCudaError = 1,
-	ncclSystemError = 2,
-	ncclInternalError = 3,
-	ncclInvalidArgument = 4,
-	ncclInvalidUsage = 5,
-	ncclRemoteError = 6,
-	ncclInProgress = 7,
-	ncclNumResults = 8
-} ncclResult_t;
+/* ncclResult_t: one definition, shared with mlap2p's <nccl.h>. */
+#include <mlap2p/result.h>
 
 struct ncclComm;
 struct ncclTopoSystem;

@@ -1,0 +1,139 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * lib/nccl/nc.h: the NCCL layer's private interface (the files of lib/nccl).
+ *
+ * The layer sits on libmlap2p's public API (<mlap2p/mlap2p.h>,
+ * <mlap2p/dataplane.h>, <mlap2p/coll.h>).  An ncclComm_t points at a
+ * struct nc_comm (never at the library's struct ncclComm); it wraps one
+ * struct mlap2p_comm with what NCCL adds: the order of posted work, the
+ * async error and last error text, PreMulSum operators and the core.
+ *
+ * Order.  Every unit of work on a communicator (a call, or one group's
+ * calls on it) takes a ticket when it is posted; it runs when the
+ * communicator's "serving" counter reaches its ticket and advances it when
+ * done.  So work runs in posting order, one thread at a time, whatever the
+ * streams, and a stream's queue (tickets taken under the stream's lock) can
+ * never wait for work queued behind it.  Ticket 0 is the init.
+ */
+#ifndef MLAP2P_NCCL_NC_H
+#define MLAP2P_NCCL_NC_H
+
+#include <pthread.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "mlap2p/mlap2p.h"
+#include "nccl/nccl.h"
+
+#define NC_EXPORT		__attribute__((visibility("default")))
+#define NC_MAGIC		0x6e63636cU	/* "nccl" */
+#define NC_MAX_PREMUL		32
+#define NC_ERR_LEN		512
+
+enum nc_kind {
+	NC_ALLREDUCE, NC_BROADCAST, NC_REDUCE, NC_ALLGATHER,
+	NC_REDUCESCATTER, NC_ALLTOALL, NC_SEND, NC_RECV,
+};
+
+struct nc_op {
+	int kind;		/* enum nc_kind */
+	int dtype;
+	int op;
+	int root;		/* root, or peer for send/recv */
+	const void *sbuf;
+	void *rbuf;
+	size_t count;
+};
+
+struct nc_premul {
+	int used;
+	int dtype;
+	int residence;		/* ncclScalarDevice: read *ptr at run time */
+	const void *ptr;
+	unsigned char imm[8];	/* ncclScalarHostImmediate: the value */
+};
+
+/*
+ * Communicators made together by one thread (ncclCommInitAll, or
+ * ncclCommInitRank calls of one group).  libmlap2p's destroy is collective,
+ * and NCCL programs destroy such communicators one after the other from
+ * that thread; so a member's ncclCommDestroy only marks it, and the last
+ * one destroys them all at once, a thread each.
+ */
+struct nc_clique {
+	pthread_mutex_t lock;
+	int n;			/* members */
+	int done;		/* members destroyed or aborted */
+	struct nc_comm **members;
+};
+
+struct nc_comm {
+	unsigned int magic;
+	struct nc_clique *clique;	/* or NULL: one rank of its thread */
+	int nranks, rank, core;
+	int blocking;
+
+	struct mlap2p_comm *comm;	/* atomic; NULL until init done */
+	int refs;			/* atomic: user + queued work */
+	int initDone;			/* atomic */
+	int initErr;			/* -errno of the init */
+	int initThread;			/* a non-blocking init thread to join */
+	pthread_t initTid;
+	struct mlap2p_unique_id id;
+
+	uint64_t next;			/* atomic: next ticket */
+	uint64_t serving;		/* atomic: ticket allowed to run */
+	int waiters;			/* atomic: threads asleep on tcond */
+	int aborted;			/* under tlock (atomic reads) */
+	int inflight;			/* under tlock: running work */
+	pthread_mutex_t tlock;
+	pthread_cond_t tcond;
+
+	int asyncErr;			/* atomic: first -errno of async work */
+
+	pthread_mutex_t elock;		/* lastErr */
+	char lastErr[NC_ERR_LEN];
+
+	/* Only touched by the thread holding the turn. */
+	unsigned char *conn;		/* nranks: 1 send, 2 recv connected */
+	void *scratch;
+	size_t scratchBytes;
+	pthread_mutex_t plock;		/* premul[] (created on any thread) */
+	struct nc_premul premul[NC_MAX_PREMUL];
+};
+
+/* The work of one communicator in one posting (a call or a group). */
+struct nc_batch {
+	struct nc_comm *c;
+	uint64_t ticket;
+	int nops;
+	struct nc_op *ops;
+};
+
+/* What a stream runs: batches run together, or a host function. */
+struct nc_item {
+	struct nc_item *next;
+	int nb;
+	struct nc_batch *b;
+	int (*fn)(void *arg);
+	void *arg;
+};
+
+/* lib/nccl/nccl.c */
+void nc_get(struct nc_comm *c);
+void nc_put(struct nc_comm *c);
+/* Run @nb batches (tickets taken) together; the first error. @async: the
+ * error also becomes each failing communicator's async error. */
+int nc_run_batches(struct nc_batch *b, int nb, int async);
+void nc_item_free(struct nc_item *it);
+
+/* lib/nccl/stream.c: queue @it (its batches take their tickets now). */
+int nc_stream_post(struct mlap2p_stream *s, struct nc_item *it);
+
+/* lib/nccl/interrupt.c */
+void mlap2p_comm_interrupt(struct mlap2p_comm *comm);
+
+/* The -errno -> ncclResult_t rule (documented in <nccl.h>). */
+ncclResult_t mlap2p_nccl_result(int err);
+
+#endif /* MLAP2P_NCCL_NC_H */

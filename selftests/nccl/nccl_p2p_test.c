@@ -1,0 +1,153 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * Grouped ncclSend/ncclRecv and ncclCommSplit through <nccl.h>: a ring
+ * exchange across rank processes on a stream and on the NULL stream, at
+ * LL, LL128 and SIMPLE sizes, send/recv to self; then split by parity with
+ * reversed keys (and one rank opting out with NCCL_SPLIT_NOCOLOR) and the
+ * same exchange inside each child; then four ranks of one thread from
+ * ncclCommInitAll, grouped across communicators.
+ */
+#include "nccl_ranks.h"
+
+static const size_t sizes[] = { 2, 2048, 300000 };	/* int32 counts */
+
+static int32_t val(int from, size_t i, int round)
+{
+	return (int32_t)(from * 1000003 + (int)i * 7 + round);
+}
+
+/* Ring exchange on @comm: send to next, receive from prev, check. */
+static void ring(ncclComm_t comm, cudaStream_t s, int round)
+{
+	int rank, n, next, prev;
+	size_t k, i;
+
+	NCCLCHECK(ncclCommUserRank(comm, &rank));
+	NCCLCHECK(ncclCommCount(comm, &n));
+	next = (rank + 1) % n;
+	prev = (rank + n - 1) % n;
+	for (k = 0; k < sizeof(sizes) / sizeof(sizes[0]); k++) {
+		size_t cnt = sizes[k];
+		int32_t *sb = malloc(cnt * 4), *rb = malloc(cnt * 4);
+		int32_t *self = malloc(cnt * 4);
+
+		CHECK(sb && rb && self);
+		for (i = 0; i < cnt; i++) {
+			sb[i] = val(rank, i, round);
+			rb[i] = self[i] = -1;
+		}
+		NCCLCHECK(ncclGroupStart());
+		NCCLCHECK(ncclSend(sb, cnt, ncclInt32, next, comm, s));
+		NCCLCHECK(ncclRecv(rb, cnt, ncclInt32, prev, comm, s));
+		NCCLCHECK(ncclSend(sb, cnt, ncclInt32, rank, comm, s));
+		NCCLCHECK(ncclRecv(self, cnt, ncclInt32, rank, comm, s));
+		NCCLCHECK(ncclGroupEnd());
+		if (s)
+			CHECK(mlap2p_stream_synchronize(s) == 0);
+		for (i = 0; i < cnt; i++) {
+			if (rb[i] != val(prev, i, round) ||
+			    self[i] != val(rank, i, round)) {
+				fprintf(stderr, "rank %d/%d count %zu [%zu]: %d %d\n",
+					rank, n, cnt, i, rb[i], self[i]);
+				exit(1);
+			}
+		}
+		free(sb);
+		free(rb);
+		free(self);
+	}
+}
+
+static int rank_main(int rank, int nranks, ncclUniqueId id)
+{
+	ncclComm_t comm, sub, none;
+	cudaStream_t s;
+	int n, r, color;
+	ncclResult_t st;
+
+	NCCLCHECK(ncclCommInitRank(&comm, nranks, id, rank));
+	CHECK(mlap2p_stream_create(&s) == 0);
+	ring(comm, s, 1);
+	ring(comm, NULL, 2);
+
+	/* Split: even and odd ranks, keys reversed; rank 3 opts out. */
+	color = rank == 3 ? NCCL_SPLIT_NOCOLOR : rank % 2;
+	NCCLCHECK(ncclCommSplit(comm, color, -rank, &sub, NULL));
+	if (rank == 3) {
+		CHECK(sub == NULL);
+	} else {
+		int members = 0, above = 0, i;
+
+		for (i = 0; i < nranks; i++)
+			if (i != 3 && i % 2 == rank % 2) {
+				members++;
+				above += i > rank;
+			}
+		NCCLCHECK(ncclCommCount(sub, &n));
+		NCCLCHECK(ncclCommUserRank(sub, &r));
+		CHECK(n == members);
+		CHECK(r == above);	/* key -rank: highest rank first */
+		ring(sub, s, 3);
+		ring(sub, NULL, 4);
+		NCCLCHECK(ncclCommGetAsyncError(sub, &st));
+		CHECK(st == ncclSuccess);
+		NCCLCHECK(ncclCommDestroy(sub));
+	}
+	/* Everyone out: a split where nobody takes part. */
+	NCCLCHECK(ncclCommSplit(comm, NCCL_SPLIT_NOCOLOR, 0, &none, NULL));
+	CHECK(none == NULL);
+	ring(comm, s, 5);
+	NCCLCHECK(ncclCommGetAsyncError(comm, &st));
+	CHECK(st == ncclSuccess);
+	CHECK(mlap2p_stream_destroy(s) == 0);
+	NCCLCHECK(ncclCommDestroy(comm));
+	return 0;
+}
+
+/* Four ranks of this one thread: groups across communicators. */
+static void one_thread(void)
+{
+	enum { N = 4 };
+	ncclComm_t comms[N];
+	cudaStream_t s[N];
+	int32_t sb[N][64], rb[N][64];
+	int i, j;
+
+	NCCLCHECK(ncclCommInitAll(comms, N, NULL));
+	for (i = 0; i < N; i++)
+		CHECK(mlap2p_stream_create(&s[i]) == 0);
+	for (int pass = 0; pass < 2; pass++) {
+		for (i = 0; i < N; i++)
+			for (j = 0; j < 64; j++) {
+				sb[i][j] = val(i, (size_t)j, pass);
+				rb[i][j] = -1;
+			}
+		NCCLCHECK(ncclGroupStart());
+		for (i = 0; i < N; i++) {
+			NCCLCHECK(ncclSend(sb[i], 64, ncclInt32, (i + 1) % N,
+					   comms[i], pass ? NULL : s[i]));
+			NCCLCHECK(ncclRecv(rb[i], 64, ncclInt32, (i + N - 1) % N,
+					   comms[i], pass ? NULL : s[i]));
+		}
+		NCCLCHECK(ncclGroupEnd());
+		for (i = 0; i < N && !pass; i++)
+			CHECK(mlap2p_stream_synchronize(s[i]) == 0);
+		for (i = 0; i < N; i++)
+			for (j = 0; j < 64; j++)
+				CHECK(rb[i][j] == val((i + N - 1) % N, (size_t)j,
+						      pass));
+	}
+	for (i = 0; i < N; i++) {
+		CHECK(mlap2p_stream_destroy(s[i]) == 0);
+		NCCLCHECK(ncclCommDestroy(comms[i]));
+	}
+}
+
+int main(void)
+{
+	nt_env();
+	CHECK(nt_run_ranks(5, rank_main) == 0);
+	one_thread();
+	printf("nccl_p2p_test: ok\n");
+	return 0;
+}
