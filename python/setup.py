@@ -12,7 +12,7 @@ import shlex
 import subprocess
 
 from setuptools import setup
-from torch.utils.cpp_extension import BuildExtension, CppExtension
+from torch.utils.cpp_extension import BuildExtension, CppExtension, include_paths
 
 
 def _pkg_config(*args):
@@ -32,6 +32,9 @@ def _paths():
 
 
 include_dirs, library_dirs = _paths()
+# torch's headers as system headers: they do not build warning-free with
+# -Wextra, ours must (-isystem wins over the -I cpp_extension adds).
+system_dirs = [f for d in include_paths() for f in ("-isystem", d)]
 
 setup(
     name="mlap2p_torch",
@@ -46,7 +49,8 @@ setup(
             include_dirs=include_dirs,
             library_dirs=library_dirs,
             libraries=["mlap2p"],
-            extra_compile_args=["-O2", "-Wall", "-Wextra", "-Werror"],
+            extra_compile_args=system_dirs + ["-O2", "-Wall", "-Wextra",
+                                              "-Werror"],
         )
     ],
     cmdclass={"build_ext": BuildExtension.with_options(use_ninja=False)},

@@ -69,7 +69,9 @@ def case_timeout(rank, n, q):
         time.sleep(4)
         q.put((rank, "idle", 0.0, "", 0))
         return
-    t = torch.ones(4)
+    # 1 MiB: above MLAP2P_TORCH_INLINE_BYTES, so the call returns at once
+    # and runs on the group's stream.
+    t = torch.ones(1 << 18)
     w = dist.all_reduce(t, async_op=True)
     t0 = time.monotonic()
     try:

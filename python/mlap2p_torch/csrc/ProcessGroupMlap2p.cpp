@@ -146,10 +146,13 @@ Reduction reduction(const c10d::ReduceOp& rop, at::ScalarType st,
           c10d::NCCLPreMulSumSupplement>(rop.supplement_);
       TORCH_CHECK(sup, "mlap2p: ", opname, ": PREMUL_SUM without a factor");
       r.premul = true;
-      if (sup->tensor_factor.defined()) {
-        TORCH_CHECK(sup->tensor_factor.numel() == 1, "mlap2p: ", opname,
-                    ": PREMUL_SUM factor must have one element");
-        r.factor_tensor = sup->tensor_factor.detach().cpu().to(st);
+      if (!sup->tensor_factors.empty()) {
+        // torch 1.13 keeps one factor per device; this backend has one.
+        const at::Tensor& f = sup->tensor_factors[0];
+        TORCH_CHECK(sup->tensor_factors.size() == 1 && f.numel() == 1,
+                    "mlap2p: ", opname,
+                    ": PREMUL_SUM takes one factor of one element");
+        r.factor_tensor = f.detach().cpu().to(st);
       } else {
         r.factor = sup->double_factor;
       }
@@ -236,7 +239,14 @@ void WorkMlap2p::abort() {
 }
 
 bool WorkMlap2p::wait(milliseconds timeout) {
-  const milliseconds t = timeout == c10d::kNoTimeout ? timeout_ : timeout;
+  const milliseconds t = timeout == ::kNoTimeout ? timeout_ : timeout;
+  if (!done_.load(std::memory_order_acquire) && pg_->spin_us_ > 0) {
+    const auto until = std::chrono::steady_clock::now() +
+                       std::chrono::microseconds(pg_->spin_us_);
+    while (!done_.load(std::memory_order_acquire) &&
+           std::chrono::steady_clock::now() < until)
+      std::this_thread::yield();
+  }
   std::unique_lock<std::mutex> lock(mutex_);
   if (!cv_.wait_for(lock, t, [&] { return completed_; })) {
     lock.unlock();
@@ -261,8 +271,9 @@ void WorkMlap2p::complete(std::exception_ptr err) {
     future_->setError(err);
   else
     future_->markCompleted(c10::IValue(outputs_));
-  finish(err);
   fn_ = nullptr;  // drop the staging buffers the closure holds
+  finish(err);
+  done_.store(true, std::memory_order_release);
 }
 
 // -------------------------------------------------------- ProcessGroup
@@ -272,7 +283,8 @@ ProcessGroupMlap2p::ProcessGroupMlap2p(
     milliseconds timeout)
     : c10d::ProcessGroup(rank, size),
       timeout_(timeout),
-      inline_bytes_(envInt("MLAP2P_TORCH_INLINE_BYTES", 65536)) {
+      inline_bytes_(envInt("MLAP2P_TORCH_INLINE_BYTES", 65536)),
+      spin_us_(envInt("MLAP2P_TORCH_SPIN_US", 50)) {
   ncclUniqueId id;
   std::memset(&id, 0, sizeof(id));
   if (rank == 0) {
@@ -297,7 +309,8 @@ ProcessGroupMlap2p::ProcessGroupMlap2p(ProcessGroupMlap2p& parent, int color,
                                        milliseconds timeout)
     : c10d::ProcessGroup(rank, size),
       timeout_(timeout),
-      inline_bytes_(parent.inline_bytes_) {
+      inline_bytes_(parent.inline_bytes_),
+      spin_us_(parent.spin_us_) {
   TORCH_CHECK(color >= 0, "mlap2p: split color must be >= 0");
   ncclComm_t c = parent.runSplit(color, key);
   TORCH_CHECK(c, "mlap2p: rank ", parent.getRank(),
@@ -388,8 +401,10 @@ c10::intrusive_ptr<WorkMlap2p> ProcessGroupMlap2p::post(
     return w;
   }
   queue_.push_back(w);
+  queued_.fetch_add(1, std::memory_order_release);
+  const bool wake = sleeping_;
   lock.unlock();
-  cv_.notify_all();
+  if (wake) cv_.notify_all();
   return w;
 }
 
@@ -415,13 +430,27 @@ std::exception_ptr WorkMlap2p::execute(ncclComm_t comm) {
 void ProcessGroupMlap2p::streamLoop() {
   std::unique_lock<std::mutex> lock(mu_);
   for (;;) {
+    if (queue_.empty() && !stop_ && spin_us_ > 0) {
+      // Stay awake a little (yielding the CPU) for the next operation:
+      // a condition-variable wake costs about 10 us here.
+      lock.unlock();
+      const auto until = std::chrono::steady_clock::now() +
+                         std::chrono::microseconds(spin_us_);
+      while (queued_.load(std::memory_order_acquire) == 0 &&
+             std::chrono::steady_clock::now() < until)
+        std::this_thread::yield();
+      lock.lock();
+    }
+    sleeping_ = true;
     cv_.wait(lock, [&] { return stop_ || (!queue_.empty() && !running_); });
+    sleeping_ = false;
     if (queue_.empty() || running_) {
       if (stop_ && queue_.empty() && !running_) break;
       continue;
     }
     auto w = queue_.front();
     queue_.pop_front();
+    queued_.fetch_sub(1, std::memory_order_relaxed);
     running_ = true;
     current_ = w.get();
     current_start_ = std::chrono::steady_clock::now();
@@ -432,7 +461,6 @@ void ProcessGroupMlap2p::streamLoop() {
     running_ = false;
     current_ = nullptr;
     lock.unlock();
-    cv_.notify_all();
     w->complete(err);
     lock.lock();
   }
@@ -469,6 +497,7 @@ void ProcessGroupMlap2p::abortComm(const std::string& why) {
     broken_ = std::make_exception_ptr(std::runtime_error(why));
     err = broken_;
     dropped.swap(queue_);
+    queued_.store(0, std::memory_order_relaxed);
   }
   cv_.notify_all();
   (void)ncclCommAbort(c);

@@ -46,7 +46,7 @@ class WorkMlap2p : public c10d::Work {
              const char* name, uint64_t seq, std::chrono::milliseconds timeout,
              size_t bytes, std::vector<at::Tensor> outputs, Fn fn);
 
-  bool wait(std::chrono::milliseconds timeout = c10d::kNoTimeout) override;
+  bool wait(std::chrono::milliseconds timeout = ::kNoTimeout) override;
   void synchronize() override {}
   bool isCompleted() override;
   std::vector<at::Tensor> result() override;
@@ -73,6 +73,7 @@ class WorkMlap2p : public c10d::Work {
   Fn fn_;
   c10::intrusive_ptr<c10::ivalue::Future> future_;
   int source_rank_ = -1;
+  std::atomic<bool> done_{false};  // complete() has run (for the spin)
 };
 
 class ProcessGroupMlap2p : public c10d::ProcessGroup {
@@ -170,6 +171,7 @@ class ProcessGroupMlap2p : public c10d::ProcessGroup {
 
   std::chrono::milliseconds timeout_;
   int inline_bytes_;
+  int spin_us_;       // MLAP2P_TORCH_SPIN_US: stay awake this long
   uint64_t seq_ = 0;  // next operation number (caller side)
 
   // Everything below is guarded by mu_.
@@ -177,6 +179,8 @@ class ProcessGroupMlap2p : public c10d::ProcessGroup {
   std::condition_variable cv_;
   std::deque<c10::intrusive_ptr<WorkMlap2p>> queue_;
   bool running_ = false;  // an operation holds the communicator
+  bool sleeping_ = false;  // the stream waits on cv_
+  std::atomic<int> queued_{0};  // queue_.size(), read without mu_
   WorkMlap2p* current_ = nullptr;
   std::chrono::steady_clock::time_point current_start_;
   bool stop_ = false;
