@@ -366,6 +366,8 @@ MLAP2P_EXPORT int mlap2p_comm_destroy(struct mlap2p_comm *api)
 	comm = mlap2p_nccl(api);
 	if (comm->dpFree)
 		comm->dpFree(comm);
+	if (comm->collFree)
+		comm->collFree(comm);
 	if (!mlap2p_comm_aborted(comm))
 		ret = mlap2p_close_handshake(comm);
 	if (mlap2p_transport_free_all(comm) != ncclSuccess && !ret)
@@ -395,6 +397,8 @@ MLAP2P_EXPORT int mlap2p_comm_abort(struct mlap2p_comm *api)
 	mlap2p_wait_idle(comm);
 	if (comm->dpFree)
 		comm->dpFree(comm);
+	if (comm->collFree)
+		comm->collFree(comm);
 	mlap2p_transport_free_all(comm);
 	INFO(NCCL_INIT, "comm %p rank %d - Abort COMPLETE", (void *)api,
 	     comm->rank);

@@ -1144,6 +1144,11 @@ static __thread int group_depth MLAP2P_TLS_IE;
 static __thread struct mlap2p_request *group_head MLAP2P_TLS_IE;
 static __thread int group_err MLAP2P_TLS_IE;
 
+int mlap2p_group_depth(void)
+{
+	return group_depth;
+}
+
 MLAP2P_EXPORT int mlap2p_group_start(void)
 {
 	group_depth++;
@@ -1153,12 +1158,15 @@ MLAP2P_EXPORT int mlap2p_group_start(void)
 MLAP2P_EXPORT int mlap2p_group_end(void)
 {
 	struct mlap2p_request **reqs, *r;
-	int n = 0, i, ret;
+	int n = 0, i, ret, cret;
 
 	if (group_depth <= 0)
 		return mlap2p_err(-EINVAL);
 	if (--group_depth)
 		return 0;
+	/* Collectives recorded in the group run now; their progress moves
+	 * the group's sends and receives too (lib/coll/). */
+	cret = mlap2p_coll_group_end();
 	for (r = group_head; r; r = r->groupNext)
 		n++;
 	reqs = calloc(n ? n : 1, sizeof(*reqs));
@@ -1185,7 +1193,7 @@ MLAP2P_EXPORT int mlap2p_group_end(void)
 				dp_out(reqs[i]->dp);
 		free(reqs);
 	}
-	ret = group_err;
+	ret = group_err ? group_err : cret;
 	while ((r = group_head)) {
 		group_head = r->groupNext;
 		if (!ret)

@@ -542,6 +542,11 @@ struct ncclComm {
 	/* Threads inside a blocking call (mlap2p_comm_enter); abort waits
 	 * for it to drop to 0 before it frees anything. */
 	int busy;
+
+	/* Collectives' state, owned by lib/coll/; collFree runs right after
+	 * dpFree at destroy and abort. */
+	void *coll;
+	void (*collFree)(struct ncclComm *comm);
 };
 
 /* The public handle wraps the communicator. */
@@ -573,6 +578,14 @@ static inline bool mlap2p_comm_aborted(const struct ncclComm *comm)
  */
 int mlap2p_comm_enter(struct ncclComm *comm);
 void mlap2p_comm_leave(struct ncclComm *comm);
+
+/*
+ * Groups and collectives (lib/dataplane.c, lib/coll/): the calling
+ * thread's group depth; the outermost mlap2p_group_end() runs the
+ * collectives recorded in the group (their first error, or 0).
+ */
+int mlap2p_group_depth(void);
+int mlap2p_coll_group_end(void);
 
 /* The connection of @channel to @peer (send or recv side), or NULL. */
 struct mlap2p_conn *mlap2p_comm_conn(struct ncclComm *comm, int channel,

@@ -1,0 +1,112 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * <mlap2p/coll.h>: collectives over a communicator, NCCL's argument order
+ * without the stream.  docs/collectives.md has the algorithms, the
+ * thresholds and the measurements behind them.
+ *
+ * Every call returns 0 or -errno (errno set too) and says what was wrong in
+ * mlap2p_last_error():
+ *
+ *  -EINVAL   a bad dtype, op or root, a NULL buffer with a non-zero count,
+ *            buffers that overlap other than in the in-place form (checked
+ *            before anything is sent, also when the count is 0)
+ *  -EPROTO   the ranks called different collectives at this point: another
+ *            call, count, dtype, op or root, or a different sequence
+ *            number (a rank skipped a collective).  The message names the
+ *            rank and both calls.  Every rank of the communicator fails so;
+ *            the communicator is then unusable (abort or destroy it).
+ *  -ECONNRESET  a peer died (checked within MLAP2P_PEER_TIMEOUT, as the
+ *            data plane does; the message names the rank)
+ *  -ECANCELED   mlap2p_comm_abort() from another thread
+ *
+ * In place as NCCL defines it: sendbuf == recvbuf for all-reduce,
+ * broadcast and reduce; sendbuf == recvbuf + rank * sendcount (elements)
+ * for all-gather; sendbuf + rank * recvcount == recvbuf for reduce-scatter.
+ * All-to-all has no in-place form.
+ *
+ * Connections: a collective connects what it needs on first use, one ring
+ * over channel 0 (mlap2p_connect_ring(comm, 1)) and, for all-to-all and a
+ * forced one-shot all-reduce on 3 ranks or more, every pair
+ * (mlap2p_connect_peers).  Connecting is collective: every rank must make
+ * the same first calls.  An explicit mlap2p_connect_ring() first is used
+ * as it is.  Messages between two ranks travel over the lowest channel
+ * that connects them (<mlap2p/dataplane.h>), so one channel carries the
+ * data.
+ *
+ * Environment (every rank must see the same values):
+ *   NCCL_ALGO      "Ring", "OneShot" (all-reduce only), a comma list, or
+ *                  "^name" to exclude.  Default: both, by size.
+ *   NCCL_PROTO     as for send/recv (the data plane picks per message).
+ *   MLAP2P_COLL_CHUNK     ring chunk in bytes (default 512K, 4K to 64M)
+ *   MLAP2P_COLL_ONESHOT_MAX  largest all-reduce taken one-shot (default
+ *                  docs/collectives.md; 0 = never)
+ *
+ * Order of operations (reproducible bit for bit; every pairwise op rounds
+ * to the type, as NCCL): with ring = the order of mlap2p_ring_get(comm, 0),
+ * pos(r) a rank's index in it, n ranks, E = chunk bytes / element size:
+ *
+ *  - all-reduce, ring: elements are taken in loops of n * E; loop l starts
+ *    at base = l*n*E, covers rem = count - base elements (at most n*E),
+ *    and is cut into n blocks of cs = min(E, ceil(rem / n)) elements
+ *    (block b: [base + b*cs, base + min((b+1)*cs, rem))).  Block b is
+ *    reduced x[ring[b]] op x[ring[b+1]] op ... op x[ring[b+n-1]] (indices
+ *    mod n), left to right.
+ *  - all-reduce, one-shot: x[0] op x[1] op ... op x[n-1] in rank order.
+ *  - reduce-scatter: the output of rank ring[q] (elements q*recvcount on)
+ *    is x[ring[q+1]] op x[ring[q+2]] op ... op x[ring[q]] (mod n).
+ *  - reduce to root: x[ring[p+1]] op x[ring[p+2]] op ... op x[ring[p]]
+ *    with p = pos(root).
+ *  - AVG: floating types reduce x[r] = input * (1/n rounded to the type)
+ *    (each product rounded) with SUM; integer types SUM, then divide by n
+ *    (truncating) once at the end.
+ *
+ * Groups: between mlap2p_group_start() and mlap2p_group_end() a collective
+ * only records the call (its buffers must stay valid); the outermost
+ * group_end() runs the collectives and progresses them together with the
+ * group's send/recv: the group's send and receive messages between two
+ * ranks come first, before those of the collectives, and the collectives
+ * of one communicator run in the order they were called.  Collectives of
+ * different communicators progress together.
+ *
+ * Threads: one thread at a time per communicator, as for send/recv.
+ */
+#ifndef MLAP2P_COLL_H
+#define MLAP2P_COLL_H
+
+#include <stddef.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+struct mlap2p_comm;
+
+#ifndef MLAP2P_COLL_DTYPES
+#define MLAP2P_COLL_DTYPES
+/* Values equal NCCL's ncclDataType_t and ncclRedOp_t. */
+enum mlap2p_dtype { MLAP2P_INT8 = 0, MLAP2P_UINT8 = 1, MLAP2P_INT32 = 2,
+	MLAP2P_UINT32 = 3, MLAP2P_INT64 = 4, MLAP2P_UINT64 = 5,
+	MLAP2P_FLOAT16 = 6, MLAP2P_FLOAT32 = 7, MLAP2P_FLOAT64 = 8,
+	MLAP2P_BFLOAT16 = 9, MLAP2P_FP8_E4M3 = 10, MLAP2P_FP8_E5M2 = 11 };
+enum mlap2p_redop { MLAP2P_SUM = 0, MLAP2P_PROD = 1, MLAP2P_MAX = 2,
+	MLAP2P_MIN = 3, MLAP2P_AVG = 4 };
+#endif
+
+int mlap2p_all_reduce(struct mlap2p_comm *comm, const void *sendbuf,
+		      void *recvbuf, size_t count, int dtype, int op);
+int mlap2p_broadcast(struct mlap2p_comm *comm, const void *sendbuf,
+		     void *recvbuf, size_t count, int dtype, int root);
+int mlap2p_reduce(struct mlap2p_comm *comm, const void *sendbuf,
+		  void *recvbuf, size_t count, int dtype, int op, int root);
+int mlap2p_all_gather(struct mlap2p_comm *comm, const void *sendbuf,
+		      void *recvbuf, size_t sendcount, int dtype);
+int mlap2p_reduce_scatter(struct mlap2p_comm *comm, const void *sendbuf,
+			  void *recvbuf, size_t recvcount, int dtype, int op);
+int mlap2p_all_to_all(struct mlap2p_comm *comm, const void *sendbuf,
+		      void *recvbuf, size_t count, int dtype);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* MLAP2P_COLL_H */

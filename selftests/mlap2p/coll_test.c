@@ -1,0 +1,876 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * <mlap2p/coll.h>: every collective x dtype x op x in/out of place on 1, 2,
+ * 3, 4 and 8 ranks (threads and processes) with each protocol forced,
+ * compared byte for byte with a reference computed in the order the
+ * header documents (with the library's own pairwise kernels, which
+ * coll_reduce_test checks on their own).  Then the argument checks,
+ * mismatched calls, a dead peer, an abort from another thread, groups.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "kselftest_harness.h"
+#include "mlap2p_test.h"
+#include "internal.h"
+#include "mlap2p/dataplane.h"
+#include "coll/reduce.h"
+#include "mlap2p/coll.h"
+
+#define MAXR	8
+#define GONE	1000
+#define KiB	1024UL
+#define MiB	(1024UL * 1024UL)
+
+/* ---- ranks ---------------------------------------------------------- */
+
+struct job;
+typedef int (*rank_fn)(struct job *j, int rank, struct mlap2p_comm *comm);
+
+struct job {
+	int n;
+	int threads;
+	rank_fn fn;
+	const void *arg;
+	struct mlap2p_unique_id id;
+	int ret[MAXR];
+};
+
+static void env_defaults(void)
+{
+	if (!getenv("MLAP2P_RUNTIME") && access(MLAP2P_DEVICE_PATH, F_OK))
+		setenv("MLAP2P_RUNTIME", "host", 1);
+	setenv("MLAP2P_FAMILY", "trn2", 1);
+	setenv("MLAP2P_BOOTSTRAP_TIMEOUT", "120s", 1);
+	setenv("MLAP2P_NET_DISABLE", "1", 1);
+	setenv("NCCL_LL_BUFFSIZE", "64K", 1);
+	setenv("NCCL_LL128_BUFFSIZE", "60K", 1);
+	setenv("NCCL_BUFFSIZE", "256K", 1);
+	setenv("MLAP2P_CHUNKSIZE", "16K", 1);
+	/* Small ring chunks: many loops and partial blocks at small counts. */
+	setenv("MLAP2P_COLL_CHUNK", "4K", 1);
+	unsetenv("MLAP2P_COLL_ONESHOT_MAX");
+	unsetenv("NCCL_ALGO");
+	unsetenv("NCCL_PROTO");
+}
+
+static int rank_run(struct job *j, int rank)
+{
+	struct mlap2p_comm *comm;
+	int ret;
+
+	ret = mlap2p_comm_init_rank(&comm, j->n, &j->id, rank, rank);
+	if (ret) {
+		fprintf(stderr, "# rank %d: init: %s\n", rank,
+			mlap2p_last_error());
+		return 10;
+	}
+	ret = j->fn(j, rank, comm);
+	if (ret >= GONE)
+		return ret - GONE;
+	if (ret) {
+		fprintf(stderr, "# rank %d failed (%d): %s\n", rank, ret,
+			mlap2p_last_error());
+		mlap2p_comm_abort(comm);
+		return ret;
+	}
+	if (mlap2p_comm_destroy(comm)) {
+		fprintf(stderr, "# rank %d: destroy: %s\n", rank,
+			mlap2p_last_error());
+		return 11;
+	}
+	return 0;
+}
+
+struct tctx {
+	struct job *j;
+	int rank;
+};
+
+static void *rank_thread(void *arg)
+{
+	struct tctx *t = arg;
+
+	t->j->ret[t->rank] = rank_run(t->j, t->rank);
+	return NULL;
+}
+
+static int job_run(struct job *j, int timeout_s)
+{
+	pid_t pid[MAXR];
+	int pipes[MAXR][2], i, bad = 0;
+
+	if (j->threads) {
+		pthread_t t[MAXR];
+		struct tctx c[MAXR];
+
+		if (mlap2p_get_unique_id(&j->id))
+			return -1;
+		for (i = 0; i < j->n; i++) {
+			c[i].j = j;
+			c[i].rank = i;
+			pthread_create(&t[i], NULL, rank_thread, &c[i]);
+		}
+		for (i = 0; i < j->n; i++) {
+			pthread_join(t[i], NULL);
+			if (j->ret[i])
+				fprintf(stderr, "# rank %d: %d\n", i, j->ret[i]);
+			bad |= j->ret[i] != 0;
+		}
+		return bad;
+	}
+	for (i = 0; i < j->n; i++) {
+		if (pipe(pipes[i]))
+			return -1;
+		fflush(NULL);
+		pid[i] = fork();
+		if (pid[i] < 0)
+			return -1;
+		if (!pid[i]) {
+			close(pipes[i][1]);
+			alarm(timeout_s);
+			if (read(pipes[i][0], &j->id, sizeof(j->id)) !=
+			    (ssize_t)sizeof(j->id))
+				_exit(98);
+			_exit(rank_run(j, i));
+		}
+		close(pipes[i][0]);
+	}
+	if (mlap2p_get_unique_id(&j->id))
+		return -1;
+	for (i = 0; i < j->n; i++) {
+		if (write(pipes[i][1], &j->id, sizeof(j->id)) !=
+		    (ssize_t)sizeof(j->id))
+			bad = 1;
+		close(pipes[i][1]);
+	}
+	for (i = 0; i < j->n; i++) {
+		int st;
+
+		waitpid(pid[i], &st, 0);
+		j->ret[i] = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+		if (j->ret[i]) {
+			fprintf(stderr, "# rank %d exited with %d\n", i,
+				j->ret[i]);
+			bad = 1;
+		}
+	}
+	return bad;
+}
+
+/* ---- data and the reference ------------------------------------------ */
+
+enum { C_AR, C_BCAST, C_REDUCE, C_AG, C_RS, C_A2A, C_NUM };
+static const char *const cname[] = {
+	"all_reduce", "broadcast", "reduce", "all_gather", "reduce_scatter",
+	"all_to_all",
+};
+
+static int is_float(int dt)
+{
+	return dt >= MLAP2P_FLOAT16;
+}
+
+/* Rank r's input for collective #k: random bits, floats kept finite. */
+static void gen(void *buf, size_t count, int dt, int r, int k)
+{
+	size_t es = mlap2p_dtype_size(dt), i, b = count * es;
+	uint64_t x = (uint64_t)(r + 1) * 0x9e3779b97f4a7c15ULL ^
+		     (uint64_t)(k + 1) * 0xbf58476d1ce4e5b9ULL;
+	unsigned char *p = buf;
+
+	for (i = 0; i < b; i++) {
+		x ^= x << 13;
+		x ^= x >> 7;
+		x ^= x << 17;
+		p[i] = (unsigned char)(x >> 24);
+	}
+	if (!is_float(dt))
+		return;
+	/* Clear the exponent's top bit: no inf or NaN, |x| < 2 or so. */
+	for (i = 0; i < count; i++) {
+		switch (dt) {
+		case MLAP2P_FLOAT16:
+		case MLAP2P_BFLOAT16:
+			p[i * 2 + 1] &= 0xbf;
+			break;
+		case MLAP2P_FLOAT32:
+			p[i * 4 + 3] &= 0xbf;
+			break;
+		case MLAP2P_FLOAT64:
+			p[i * 8 + 7] &= 0xbf;
+			break;
+		default:
+			p[i] &= 0xbf;
+		}
+	}
+}
+
+struct ctx {
+	int n, rank, dt, op, root, kind;
+	size_t count, es, E;
+	int oneshot;
+	int order[MAXR];
+	unsigned char *in[MAXR];	/* every rank's input (regenerated) */
+};
+
+/* x[r] for a reduction: the input, premultiplied for a floating AVG. */
+static void contribs(struct ctx *c, size_t per)
+{
+	int r;
+
+	if (c->op != MLAP2P_AVG || !is_float(c->dt))
+		return;
+	for (r = 0; r < c->n; r++)
+		mlap2p_premul(c->in[r], c->in[r], per, c->dt, 1.0 / c->n);
+}
+
+/* dst = x[ranks[0]] op x[ranks[1]] ... over [off, off + len). */
+static void fold(struct ctx *c, unsigned char *dst, const int *ranks,
+		 size_t off, size_t len)
+{
+	int op = c->op == MLAP2P_AVG ? MLAP2P_SUM : c->op, k;
+
+	if (!len)
+		return;
+	memcpy(dst, c->in[ranks[0]] + off * c->es, len * c->es);
+	for (k = 1; k < c->n; k++)
+		mlap2p_reduce2(dst, dst, c->in[ranks[k]] + off * c->es, len,
+			       c->dt, op);
+	if (c->op == MLAP2P_AVG && !is_float(c->dt))
+		mlap2p_divide(dst, len, c->dt, c->n);
+}
+
+static void expect(struct ctx *c, unsigned char *want)
+{
+	int n = c->n, ranks[MAXR], k, b, q;
+	size_t es = c->es, cnt = c->count;
+
+	if (n == 1) {
+		memcpy(want, c->in[0], cnt * es);
+		return;
+	}
+	switch (c->kind) {
+	case C_AR:
+		contribs(c, cnt);
+		if (c->oneshot) {
+			for (k = 0; k < n; k++)
+				ranks[k] = k;
+			fold(c, want, ranks, 0, cnt);
+			break;
+		}
+		for (size_t base = 0; base < cnt; base += (size_t)n * c->E) {
+			size_t rem = cnt - base, cs;
+
+			if (rem > (size_t)n * c->E)
+				rem = (size_t)n * c->E;
+			cs = (rem + n - 1) / n;
+			if (cs > c->E)
+				cs = c->E;
+			for (b = 0; b < n; b++) {
+				size_t lo = (size_t)b * cs, hi = lo + cs;
+
+				if (lo > rem)
+					lo = rem;
+				if (hi > rem)
+					hi = rem;
+				for (k = 0; k < n; k++)
+					ranks[k] = c->order[(b + k) % n];
+				fold(c, want + (base + lo) * es, ranks,
+				     base + lo, hi - lo);
+			}
+		}
+		break;
+	case C_RS:
+		contribs(c, cnt * n);
+		for (q = 0; q < n && c->order[q] != c->rank; q++)
+			;
+		for (k = 0; k < n; k++)
+			ranks[k] = c->order[(q + 1 + k) % n];
+		fold(c, want, ranks, (size_t)c->rank * cnt, cnt);
+		break;
+	case C_REDUCE:
+		contribs(c, cnt);
+		for (q = 0; q < n && c->order[q] != c->root; q++)
+			;
+		for (k = 0; k < n; k++)
+			ranks[k] = c->order[(q + 1 + k) % n];
+		fold(c, want, ranks, 0, cnt);
+		break;
+	case C_BCAST:
+		memcpy(want, c->in[c->root], cnt * es);
+		break;
+	case C_AG:
+		for (k = 0; k < n; k++)
+			memcpy(want + (size_t)k * cnt * es, c->in[k], cnt * es);
+		break;
+	case C_A2A:
+		for (k = 0; k < n; k++)
+			memcpy(want + (size_t)k * cnt * es,
+			       c->in[k] + (size_t)c->rank * cnt * es, cnt * es);
+		break;
+	}
+}
+
+/* In and out bytes, per rank. */
+static void sizes(int kind, int n, size_t cb, size_t *ib, size_t *ob)
+{
+	*ib = *ob = cb;
+	if (kind == C_AG)
+		*ob = cb * n;
+	if (kind == C_RS)
+		*ib = cb * n;
+	if (kind == C_A2A)
+		*ib = *ob = cb * n;
+}
+
+static int call(struct mlap2p_comm *comm, int kind, const void *s, void *r,
+		size_t count, int dt, int op, int root)
+{
+	switch (kind) {
+	case C_AR:
+		return mlap2p_all_reduce(comm, s, r, count, dt, op);
+	case C_BCAST:
+		return mlap2p_broadcast(comm, s, r, count, dt, root);
+	case C_REDUCE:
+		return mlap2p_reduce(comm, s, r, count, dt, op, root);
+	case C_AG:
+		return mlap2p_all_gather(comm, s, r, count, dt);
+	case C_RS:
+		return mlap2p_reduce_scatter(comm, s, r, count, dt, op);
+	default:
+		return mlap2p_all_to_all(comm, s, r, count, dt);
+	}
+}
+
+/* ---- the matrix ------------------------------------------------------ */
+
+struct matrix {
+	int proto;		/* MLAP2P_PROTO_* or AUTO */
+	int stride;		/* run every stride-th case */
+	int oneshot;		/* -1 auto, 0 ring only, 1 one-shot only */
+	int big;		/* counts past several ring loops */
+};
+
+static size_t pick_count(int which, int n, int dt, int big)
+{
+	size_t E = 4096 / mlap2p_dtype_size(dt);
+
+	switch (which) {
+	case 0: return 0;
+	case 1: return 1;
+	case 2: return 7;
+	case 3: return 1031;
+	default: return big ? 2 * (size_t)n * E + 5 * (size_t)n + 3 : 333;
+	}
+}
+
+static int matrix_body(struct job *j, int rank, struct mlap2p_comm *comm)
+{
+	const struct matrix *m = j->arg;
+	int n = j->n, kind, dt, op, ip, w, k = 0, r, ret;
+	struct ctx c;
+	size_t maxb = (2 * (size_t)n * 512 + 5 * n + 3) * 8 * n + 64;
+	unsigned char *sb = malloc(maxb), *rb = malloc(maxb),
+		      *want = malloc(maxb);
+
+	memset(&c, 0, sizeof(c));
+	for (r = 0; r < n; r++)
+		c.in[r] = malloc(maxb);
+	if (!sb || !rb || !want || !c.in[n - 1])
+		return 20;
+	if (m->proto != MLAP2P_PROTO_AUTO && n > 1 &&
+	    (mlap2p_connect_ring(comm, 1) || mlap2p_set_proto(comm, m->proto)))
+		return 21;
+	for (kind = 0; kind < C_NUM; kind++)
+	for (dt = 0; dt < 12; dt++)
+	for (op = 0; op < 5; op++)
+	for (ip = 0; ip < 2; ip++)
+	for (w = 0; w < 5; w++) {
+		size_t cb, ib, ob, count;
+		int root = (k / 7) % n;
+		unsigned char *s, *rcv, *out;
+
+		if ((kind == C_BCAST || kind == C_AG || kind == C_A2A) && op)
+			continue;
+		if (kind == C_A2A && ip)
+			continue;
+		if (k++ % m->stride)
+			continue;
+		count = pick_count(w, n, dt, m->big);
+		c.n = n;
+		c.rank = rank;
+		c.dt = dt;
+		c.op = op;
+		c.root = root;
+		c.kind = kind;
+		c.count = count;
+		c.es = mlap2p_dtype_size(dt);
+		c.E = 4096 / c.es;
+		cb = count * c.es;
+		sizes(kind, n, cb, &ib, &ob);
+		c.oneshot = (m->oneshot == 1 && cb <= 4096) ||
+			    (m->oneshot < 0 && n == 2 && cb <= 4096);
+		for (r = 0; r < n; r++)
+			gen(c.in[r], ib / c.es, dt, r, k);
+		memset(rb, 0xa5, ob + 64);
+		/* In place: the input sits where the collective wants it. */
+		if (ip) {
+			s = rb + (kind == C_AG ? (size_t)rank * cb : 0);
+			rcv = kind == C_RS ? rb + (size_t)rank * cb : rb;
+			memcpy(s, c.in[rank], ib);
+			out = rcv;
+		} else {
+			s = sb;
+			rcv = rb;
+			memcpy(s, c.in[rank], ib);
+			out = rb;
+		}
+		ret = call(comm, kind, s, rcv, count, dt, op, root);
+		if (ret) {
+			fprintf(stderr, "# rank %d: %s(count %zu, %s, %s, root %d, %s): %s: %s\n",
+				rank, cname[kind], count, mlap2p_dtype_name(dt),
+				mlap2p_redop_name(op), root,
+				ip ? "in place" : "out of place",
+				mlap2p_strerror(ret), mlap2p_last_error());
+			return 22;
+		}
+		if (n > 1 && mlap2p_ring_get(comm, 0, c.order, NULL, NULL))
+			return 23;
+		if (kind == C_REDUCE && rank != root)
+			continue;
+		expect(&c, want);
+		if (memcmp(out, want, ob) ||
+		    (!ip && kind != C_AG && kind != C_RS &&
+		     memcmp(rb + ob, "\xa5\xa5\xa5\xa5", 4))) {
+			size_t i;
+
+			for (i = 0; i < ob && out[i] == want[i]; i++)
+				;
+			fprintf(stderr, "# rank %d: %s(count %zu, %s, %s, root %d, %s, n %d): byte %zu of %zu is %02x, want %02x\n",
+				rank, cname[kind], count, mlap2p_dtype_name(dt),
+				mlap2p_redop_name(op), root,
+				ip ? "in place" : "out of place", n, i, ob,
+				i < ob ? out[i] : 0, i < ob ? want[i] : 0);
+			return 24;
+		}
+	}
+	for (r = 0; r < n; r++)
+		free(c.in[r]);
+	free(sb);
+	free(rb);
+	free(want);
+	return 0;
+}
+
+FIXTURE(matrix) {
+	struct job j;
+	struct matrix m;
+};
+
+FIXTURE_VARIANT(matrix) {
+	int n, threads, proto, stride, oneshot, big;
+	const char *algo;
+};
+
+#define MV(name, ...) \
+	FIXTURE_VARIANT_ADD(matrix, name) { __VA_ARGS__ }
+
+MV(t1, .n = 1, .threads = 1, .proto = -1, .stride = 3, .oneshot = -1);
+MV(t2_auto, .n = 2, .threads = 1, .proto = -1, .stride = 1, .oneshot = -1, .big = 1);
+MV(t2_ll, .n = 2, .threads = 1, .proto = 0, .stride = 3, .oneshot = -1);
+MV(t2_ll128, .n = 2, .threads = 1, .proto = 1, .stride = 3, .oneshot = -1);
+MV(t2_simple, .n = 2, .threads = 1, .proto = 2, .stride = 2, .oneshot = -1, .big = 1);
+MV(t2_ring, .n = 2, .threads = 1, .proto = -1, .stride = 2, .oneshot = 0, .algo = "Ring");
+MV(t3_auto, .n = 3, .threads = 1, .proto = -1, .stride = 1, .oneshot = -1, .big = 1);
+MV(t3_simple, .n = 3, .threads = 1, .proto = 2, .stride = 4, .oneshot = -1);
+MV(t3_oneshot, .n = 3, .threads = 1, .proto = -1, .stride = 4, .oneshot = 1, .algo = "OneShot");
+MV(t4_auto, .n = 4, .threads = 1, .proto = -1, .stride = 2, .oneshot = -1, .big = 1);
+MV(t4_ll, .n = 4, .threads = 1, .proto = 0, .stride = 7, .oneshot = -1);
+MV(t8_auto, .n = 8, .threads = 1, .proto = -1, .stride = 5, .oneshot = -1, .big = 1);
+MV(p2_auto, .n = 2, .threads = 0, .proto = -1, .stride = 2, .oneshot = -1, .big = 1);
+MV(p2_simple, .n = 2, .threads = 0, .proto = 2, .stride = 5, .oneshot = -1);
+MV(p3_auto, .n = 3, .threads = 0, .proto = -1, .stride = 3, .oneshot = -1, .big = 1);
+MV(p4_ll128, .n = 4, .threads = 0, .proto = 1, .stride = 9, .oneshot = -1);
+MV(p8_auto, .n = 8, .threads = 0, .proto = -1, .stride = 11, .oneshot = -1, .big = 1);
+
+FIXTURE_SETUP(matrix)
+{
+	env_defaults();
+	if (variant->algo)
+		setenv("NCCL_ALGO", variant->algo, 1);
+	self->m.proto = variant->proto;
+	self->m.stride = variant->stride;
+	self->m.oneshot = variant->oneshot;
+	self->m.big = variant->big;
+	memset(&self->j, 0, sizeof(self->j));
+	self->j.n = variant->n;
+	self->j.threads = variant->threads;
+	self->j.fn = matrix_body;
+	self->j.arg = &self->m;
+}
+
+FIXTURE_TEARDOWN(matrix)
+{
+	unsetenv("NCCL_ALGO");
+}
+
+TEST_F_TIMEOUT(matrix, every_case_exact, 300)
+{
+	ASSERT_EQ(0, job_run(&self->j, 290));
+}
+
+/* ---- 64 MiB, default chunk ------------------------------------------- */
+
+static int big_body(struct job *j, int rank, struct mlap2p_comm *comm)
+{
+	size_t count = 16 * MiB, i;
+	float *s = malloc(count * 4), *r = malloc(count * 4);
+
+	(void)j;
+	if (!s || !r)
+		return 30;
+	for (i = 0; i < count; i++)
+		s[i] = (float)((i * 7 + (size_t)rank * 3) % 1024);
+	if (mlap2p_all_reduce(comm, s, r, count, MLAP2P_FLOAT32, MLAP2P_SUM))
+		return 31;
+	/* Integers below 2^24: every order gives the same sum. */
+	for (i = 0; i < count; i++)
+		if (r[i] != (float)((i * 7) % 1024) + (float)((i * 7 + 3) % 1024))
+			return 32;
+	/* In place, then reduce-scatter and all-gather of the same size. */
+	if (mlap2p_all_reduce(comm, s, s, count, MLAP2P_FLOAT32, MLAP2P_SUM) ||
+	    memcmp(s, r, count * 4))
+		return 33;
+	if (mlap2p_all_gather(comm, s + (size_t)rank * count / 2, r,
+			      count / 2, MLAP2P_FLOAT32) || memcmp(s, r, count * 4))
+		return 34;
+	free(s);
+	free(r);
+	return 0;
+}
+
+FIXTURE(solo) {
+	int unused;
+};
+
+FIXTURE_SETUP(solo)
+{
+	self->unused = 0;
+	env_defaults();
+}
+
+FIXTURE_TEARDOWN(solo)
+{
+	unsetenv("MLAP2P_COLL_CHUNK");
+	unsetenv("MLAP2P_PEER_TIMEOUT");
+}
+
+TEST_F_TIMEOUT(solo, all_reduce_64MiB_2_processes, 240)
+{
+	struct job j = { .n = 2, .fn = big_body };
+
+	setenv("MLAP2P_COLL_CHUNK", "512K", 1);
+	setenv("NCCL_BUFFSIZE", "4M", 1);
+	ASSERT_EQ(0, job_run(&j, 230));
+}
+
+TEST_F_TIMEOUT(solo, all_reduce_64MiB_2_threads, 240)
+{
+	struct job j = { .n = 2, .threads = 1, .fn = big_body };
+
+	setenv("MLAP2P_COLL_CHUNK", "512K", 1);
+	setenv("NCCL_BUFFSIZE", "4M", 1);
+	ASSERT_EQ(0, job_run(&j, 230));
+}
+
+/* ---- argument checks ------------------------------------------------- */
+
+static int einval(int ret, const char *field)
+{
+	if (ret != -EINVAL || errno != EINVAL) {
+		fprintf(stderr, "# want -EINVAL for %s, got %d\n", field, ret);
+		return 1;
+	}
+	if (!strstr(mlap2p_last_error(), field)) {
+		fprintf(stderr, "# '%s' does not name %s\n", mlap2p_last_error(),
+			field);
+		return 1;
+	}
+	return 0;
+}
+
+static int args_body(struct job *j, int rank, struct mlap2p_comm *comm)
+{
+	float b[64] = { 0 };
+	int bad = 0, n = j->n;
+
+	(void)rank;
+	bad |= einval(mlap2p_all_reduce(comm, b, b + 32, 0, 12, 0), "dtype");
+	bad |= einval(mlap2p_all_reduce(comm, b, b + 32, 0, -1, 0), "dtype");
+	bad |= einval(mlap2p_all_reduce(comm, b, b + 32, 0, MLAP2P_FLOAT32, 5), "op");
+	bad |= einval(mlap2p_reduce(comm, b, b + 32, 0, MLAP2P_FLOAT32, -1, 0), "op");
+	bad |= einval(mlap2p_reduce_scatter(comm, b, b + 32, 0, MLAP2P_INT8, 7), "op");
+	bad |= einval(mlap2p_broadcast(comm, b, b, 0, MLAP2P_FLOAT32, n), "root");
+	bad |= einval(mlap2p_broadcast(comm, b, b, 0, MLAP2P_FLOAT32, -1), "root");
+	bad |= einval(mlap2p_reduce(comm, b, b, 0, MLAP2P_FLOAT32, 0, n), "root");
+	bad |= einval(mlap2p_all_reduce(comm, NULL, b, 4, MLAP2P_FLOAT32, 0), "sendbuf");
+	bad |= einval(mlap2p_all_reduce(comm, b, NULL, 4, MLAP2P_FLOAT32, 0), "recvbuf");
+	bad |= einval(mlap2p_all_gather(comm, NULL, b, 1, MLAP2P_FLOAT32), "sendbuf");
+	bad |= einval(mlap2p_all_to_all(comm, b, NULL, 1, MLAP2P_FLOAT32), "recvbuf");
+	bad |= einval(mlap2p_all_reduce(comm, b, b + 1, 4, MLAP2P_FLOAT32, 0), "overlap");
+	/* all-gather: in place is sendbuf == recvbuf + rank * count only */
+	bad |= einval(mlap2p_all_gather(comm, b + 1, b, 4, MLAP2P_FLOAT32), "overlap");
+	bad |= einval(mlap2p_reduce_scatter(comm, b, b + 1, 4, MLAP2P_FLOAT32, 0), "overlap");
+	bad |= einval(mlap2p_all_to_all(comm, b, b, 2, MLAP2P_FLOAT32), "overlap");
+	bad |= einval(mlap2p_all_reduce(NULL, b, b, 1, MLAP2P_FLOAT32, 0), "comm");
+	if (bad)
+		return 40;
+	/* Nothing moved: a valid call with count 0 and NULL buffers works. */
+	if (mlap2p_all_reduce(comm, NULL, NULL, 0, MLAP2P_FLOAT32, MLAP2P_SUM) ||
+	    mlap2p_all_gather(comm, NULL, NULL, 0, MLAP2P_INT8))
+		return 41;
+	/* Only the root's sendbuf and recvbuf matter. */
+	b[0] = 3.0f;
+	if (mlap2p_broadcast(comm, rank ? NULL : b, b + 1, 1, MLAP2P_FLOAT32, 0) ||
+	    b[1] != 3.0f)
+		return 42;
+	if (mlap2p_reduce(comm, b, rank ? NULL : b + 2, 1, MLAP2P_FLOAT32,
+			  MLAP2P_SUM, 0) || (!rank && b[2] != 3.0f * n))
+		return 43;
+	return 0;
+}
+
+TEST_F_TIMEOUT(solo, bad_arguments, 60)
+{
+	struct job j = { .n = 2, .threads = 1, .fn = args_body };
+
+	ASSERT_EQ(0, job_run(&j, 50));
+}
+
+/* ---- mismatched calls ------------------------------------------------ */
+
+struct mm {
+	int odd;		/* the rank that calls something else */
+	int how;		/* 0 another collective, 1 another count, 2 dtype */
+};
+
+static int mm_body(struct job *j, int rank, struct mlap2p_comm *comm)
+{
+	const struct mm *m = j->arg;
+	float b[4096];
+	int ret;
+
+	memset(b, 0, sizeof(b));
+	/* One good call first: sequence numbers agree. */
+	if (mlap2p_all_reduce(comm, b, b, 2, MLAP2P_FLOAT32, MLAP2P_SUM))
+		return 50;
+	if (rank != m->odd)
+		ret = mlap2p_all_reduce(comm, b, b, 2, MLAP2P_FLOAT32, MLAP2P_SUM);
+	else if (m->how == 0)
+		ret = mlap2p_broadcast(comm, b, b, 2, MLAP2P_FLOAT32, 0);
+	else if (m->how == 1)
+		ret = mlap2p_all_reduce(comm, b, b, 1000, MLAP2P_FLOAT32, MLAP2P_SUM);
+	else
+		ret = mlap2p_all_reduce(comm, b, b, 2, MLAP2P_INT32, MLAP2P_SUM);
+	if (ret != -EPROTO) {
+		fprintf(stderr, "# rank %d: want -EPROTO, got %d\n", rank, ret);
+		return 51;
+	}
+	{
+		char want[64];
+		const char *e = mlap2p_last_error();
+
+		snprintf(want, sizeof(want), "rank %d called", m->odd);
+		if (!strstr(e, want) || !strstr(e, "all_reduce(count 2, float32, sum) #1") ||
+		    !strstr(e, m->how == 0 ? "broadcast(count 2, float32, root 0) #1" :
+			    m->how == 1 ? "all_reduce(count 1000, float32, sum) #1" :
+			    "all_reduce(count 2, int32, sum) #1")) {
+			fprintf(stderr, "# rank %d: message: %s\n", rank, e);
+			return 52;
+		}
+	}
+	mlap2p_comm_abort(comm);
+	return GONE;
+}
+
+FIXTURE(mismatch) {
+	struct job j;
+	struct mm m;
+};
+
+FIXTURE_VARIANT(mismatch) {
+	int n, threads, odd, how;
+};
+
+FIXTURE_VARIANT_ADD(mismatch, t2_kind) { .n = 2, .threads = 1, .odd = 1, .how = 0 };
+FIXTURE_VARIANT_ADD(mismatch, t2_count) { .n = 2, .threads = 1, .odd = 0, .how = 1 };
+FIXTURE_VARIANT_ADD(mismatch, p2_dtype) { .n = 2, .odd = 1, .how = 2 };
+FIXTURE_VARIANT_ADD(mismatch, t3_kind) { .n = 3, .threads = 1, .odd = 1, .how = 0 };
+FIXTURE_VARIANT_ADD(mismatch, t4_count) { .n = 4, .threads = 1, .odd = 2, .how = 1 };
+FIXTURE_VARIANT_ADD(mismatch, p4_kind) { .n = 4, .odd = 3, .how = 0 };
+
+FIXTURE_SETUP(mismatch)
+{
+	env_defaults();
+	memset(&self->j, 0, sizeof(self->j));
+	self->m.odd = variant->odd;
+	self->m.how = variant->how;
+	self->j.n = variant->n;
+	self->j.threads = variant->threads;
+	self->j.fn = mm_body;
+	self->j.arg = &self->m;
+}
+
+FIXTURE_TEARDOWN(mismatch)
+{
+}
+
+TEST_F_TIMEOUT(mismatch, every_rank_fails_naming_both, 60)
+{
+	ASSERT_EQ(0, job_run(&self->j, 50));
+}
+
+/* ---- a dead peer, an abort ------------------------------------------- */
+
+static int dead_body(struct job *j, int rank, struct mlap2p_comm *comm)
+{
+	static float b[1 << 16];
+	struct timespec t0, t1;
+	double s;
+	int ret;
+
+	if (mlap2p_all_reduce(comm, b, b, 1 << 16, MLAP2P_FLOAT32, MLAP2P_SUM))
+		return 60;
+	if (rank == j->n - 1)
+		_exit(0);	/* dies without a word */
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	ret = mlap2p_all_reduce(comm, b, b, 1 << 16, MLAP2P_FLOAT32, MLAP2P_SUM);
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	s = (double)(t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) * 1e-9;
+	if (ret != -ECONNRESET) {
+		fprintf(stderr, "# rank %d: want -ECONNRESET, got %d: %s\n",
+			rank, ret, mlap2p_last_error());
+		return 61;
+	}
+	if (!strstr(mlap2p_last_error(), "rank 3") || s > 10) {
+		fprintf(stderr, "# rank %d: after %.1f s: %s\n", rank, s,
+			mlap2p_last_error());
+		return 62;
+	}
+	mlap2p_comm_abort(comm);
+	return GONE;
+}
+
+TEST_F_TIMEOUT(solo, dead_peer_fails_every_rank, 60)
+{
+	struct job j = { .n = 4, .fn = dead_body };
+
+	setenv("MLAP2P_PEER_TIMEOUT", "1s", 1);
+	ASSERT_EQ(0, job_run(&j, 50));
+}
+
+struct aborter {
+	struct mlap2p_comm *comm;
+};
+
+static void *abort_later(void *arg)
+{
+	struct aborter *a = arg;
+	struct timespec ts = { 0, 300 * 1000 * 1000 };
+
+	nanosleep(&ts, NULL);
+	mlap2p_comm_abort(a->comm);
+	return NULL;
+}
+
+static int abort_body(struct job *j, int rank, struct mlap2p_comm *comm)
+{
+	static float b[2][1 << 16];
+	struct aborter a = { comm };
+	pthread_t t;
+	int ret;
+
+	(void)j;
+	if (mlap2p_all_reduce(comm, b[rank], b[rank], 1 << 16, MLAP2P_FLOAT32,
+			      MLAP2P_SUM))
+		return 70;
+	pthread_create(&t, NULL, abort_later, &a);
+	/* Rank 1 never joins this one: rank 0 waits until the abort. */
+	ret = rank ? 0 : mlap2p_all_reduce(comm, b[rank], b[rank], 1 << 16,
+					   MLAP2P_FLOAT32, MLAP2P_SUM);
+	pthread_join(t, NULL);
+	if (ret != (rank ? 0 : -ECANCELED)) {
+		fprintf(stderr, "# rank %d: want -ECANCELED, got %d\n", rank, ret);
+		return GONE + 71;
+	}
+	return GONE;
+}
+
+TEST_F_TIMEOUT(solo, abort_ends_a_collective, 60)
+{
+	struct job j = { .n = 2, .threads = 1, .fn = abort_body };
+
+	ASSERT_EQ(0, job_run(&j, 50));
+}
+
+/* ---- groups ---------------------------------------------------------- */
+
+static int group_body(struct job *j, int rank, struct mlap2p_comm *comm)
+{
+	int peer = !rank, i, ret;
+	static int32_t a[2][5000], b[2][5000], p2p[2][3000], got[2][3000];
+	int32_t *x = a[rank], *y = b[rank];
+
+	(void)j;
+	for (i = 0; i < 5000; i++) {
+		x[i] = i + rank;
+		y[i] = 3 * i - rank;
+	}
+	for (i = 0; i < 3000; i++)
+		p2p[rank][i] = i * 11 + rank;
+	if (mlap2p_connect_ring(comm, 1))
+		return 79;
+	/* Rank 0 posts its send before the collectives, rank 1 after them:
+	 * the group's send/recv go first on both sides. */
+	mlap2p_group_start();
+	if (!rank && mlap2p_send(comm, p2p[rank], sizeof(p2p[0]), peer))
+		return 80;
+	if (mlap2p_all_reduce(comm, x, x, 5000, MLAP2P_INT32, MLAP2P_SUM) ||
+	    mlap2p_all_reduce(comm, y, y, 5000, MLAP2P_INT32, MLAP2P_MAX))
+		return 81;
+	if (mlap2p_recv(comm, got[rank], sizeof(got[0]), peer))
+		return 82;
+	if (rank && mlap2p_send(comm, p2p[rank], sizeof(p2p[0]), peer))
+		return 80;
+	ret = mlap2p_group_end();
+	if (ret) {
+		fprintf(stderr, "# group_end: %d %s\n", ret, mlap2p_last_error());
+		return 83;
+	}
+	for (i = 0; i < 5000; i++)
+		if (x[i] != 2 * i + 1 || y[i] != 3 * i)
+			return 84;
+	for (i = 0; i < 3000; i++)
+		if (got[rank][i] != i * 11 + peer)
+			return 85;
+	return 0;
+}
+
+TEST_F_TIMEOUT(solo, group_with_send_recv, 60)
+{
+	struct job j = { .n = 2, .threads = 1, .fn = group_body };
+
+	ASSERT_EQ(0, job_run(&j, 50));
+}
+
+TEST_HARNESS_MAIN
