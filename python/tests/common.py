@@ -15,6 +15,7 @@ import sys
 import tempfile
 import time
 import traceback
+import warnings
 
 import torch
 import torch.distributed as dist
@@ -52,6 +53,9 @@ def init(rank, world, args, backend="mlap2p", url=None):
 
 
 def _entry(rank, fn, world, args, url):
+    # torch 1.13 warns that the coalesced and _base calls will go away.
+    warnings.filterwarnings("ignore", category=UserWarning,
+                            module="torch.distributed")
     torch.set_num_threads(1)
     if args.pin:
         ncpu = os.cpu_count() or 1
