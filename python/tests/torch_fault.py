@@ -111,6 +111,8 @@ def entry(case, rank, n, port, q):
     except BaseException:
         q.put((rank, "crashed", 0.0, traceback.format_exc(), 0))
     sys.stdout.flush()
+    q.close()
+    q.join_thread()  # the result must leave before os._exit
     os._exit(0)  # no teardown handshake with a dead or aborted peer
 
 
