@@ -113,6 +113,7 @@ demo: deps
 bench: lib tools
 	$(MAKE) -C bench
 	$(TOP)/bench/run
+	$(MAKE) bench-torch
 
 bench-deps:
 	$(TOP)/bench/run --deps
@@ -127,3 +128,8 @@ help:
 # Installing and packaging: install, uninstall, dkms-install, dkms-remove,
 # check-man, check-install, check-dkms, check-6.12 (see scripts/install.mk).
 include scripts/install.mk
+
+# The PyTorch backend: torch, check-torch, bench-torch, install-torch
+# (python/torch.mk).  check-torch is not yet part of make check: its
+# training test does not pass yet (issue 16).
+include python/torch.mk

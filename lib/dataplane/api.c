@@ -70,11 +70,14 @@ void dp_quiesce(struct dp *dp)
 /* ---- groups ---- */
 
 /*
- * Read on every send and receive: initial-exec, so that the shared library
- * does not call __tls_get_addr() for them (16 bytes of the static TLS
- * surplus that glibc keeps for libraries loaded later).
+ * Read on every send and receive, but not initial-exec: one initial-exec
+ * variable puts the library's whole TLS block (2 KiB, with the error
+ * buffers) in glibc's static TLS surplus, which a process that loaded
+ * torch first no longer has, so dlopen() of libmlap2p (a Python
+ * extension, a plugin) failed with "cannot allocate memory in static TLS
+ * block".
  */
-#define MLAP2P_TLS_IE	__attribute__((tls_model("initial-exec")))
+#define MLAP2P_TLS_IE
 
 static __thread int group_depth MLAP2P_TLS_IE;
 static __thread struct mlap2p_request *group_head MLAP2P_TLS_IE;

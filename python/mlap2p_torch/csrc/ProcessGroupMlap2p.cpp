@@ -1,0 +1,944 @@
+// SPDX-License-Identifier: MIT
+//
+// ProcessGroupMlap2p: see ProcessGroupMlap2p.hpp.
+#include "ProcessGroupMlap2p.hpp"
+
+#include <cstdlib>
+#include <cstring>
+#include <sstream>
+#include <stdexcept>
+
+#include <ATen/ATen.h>
+#include <c10/util/Exception.h>
+
+namespace mlap2p_torch {
+
+namespace {
+
+using std::chrono::milliseconds;
+
+// An error the library returned: after it the communicator is aborted.
+struct LibraryError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+const char* const kUidKey = "mlap2p_unique_id";
+
+int envInt(const char* name, int dflt) {
+  const char* v = std::getenv(name);
+  if (!v || !*v) return dflt;
+  char* end = nullptr;
+  long x = std::strtol(v, &end, 10);
+  TORCH_CHECK(end && *end == '\0' && x >= 0 && x <= (1L << 30),
+              "mlap2p: ", name, "='", v, "' is not a byte count");
+  return static_cast<int>(x);
+}
+
+ncclDataType_t ncclType(at::ScalarType t) {
+  switch (t) {
+    case at::kFloat: return ncclFloat32;
+    case at::kDouble: return ncclFloat64;
+    case at::kHalf: return ncclFloat16;
+    case at::kBFloat16: return ncclBfloat16;
+    case at::kChar: return ncclInt8;
+    case at::kByte: return ncclUint8;
+    case at::kBool: return ncclUint8;
+    case at::kInt: return ncclInt32;
+    case at::kLong: return ncclInt64;
+    default:
+      TORCH_CHECK(false, "mlap2p: unsupported dtype ", t,
+                  " (float32/64, float16, bfloat16, int8, uint8, int32, "
+                  "int64, bool)");
+  }
+}
+
+void checkTensor(const at::Tensor& t, const char* op) {
+  TORCH_CHECK(t.defined(), "mlap2p: ", op, ": undefined tensor");
+  TORCH_CHECK(t.device().is_cpu(), "mlap2p: ", op,
+              ": tensors must be on the CPU (got ", t.device(), ")");
+  TORCH_CHECK(t.layout() == at::kStrided, "mlap2p: ", op,
+              ": only dense (strided) tensors");
+  (void)ncclType(t.scalar_type());
+}
+
+void checkOne(const std::vector<at::Tensor>& ts, const char* op) {
+  TORCH_CHECK(ts.size() == 1, "mlap2p: ", op,
+              ": one tensor per process (got ", ts.size(), ")");
+  checkTensor(ts[0], op);
+}
+
+void checkSame(const at::Tensor& a, const at::Tensor& ref, const char* op) {
+  checkTensor(a, op);
+  TORCH_CHECK(a.scalar_type() == ref.scalar_type(), "mlap2p: ", op,
+              ": dtype ", a.scalar_type(), " differs from ",
+              ref.scalar_type());
+}
+
+at::Tensor dense(const at::Tensor& t) {
+  return t.is_contiguous() ? t : t.contiguous();
+}
+
+size_t nbytes(const at::Tensor& t) {
+  return static_cast<size_t>(t.numel()) * t.element_size();
+}
+
+// Copies @buf back into @t when @buf was a contiguous stand-in.
+void copyBack(at::Tensor& t, const at::Tensor& buf) {
+  if (!buf.is_same(t)) t.copy_(buf.view(t.sizes()));
+}
+
+at::Tensor flatCat(const std::vector<at::Tensor>& ts) {
+  std::vector<at::Tensor> flat;
+  flat.reserve(ts.size());
+  for (const auto& t : ts) flat.push_back(t.reshape({-1}));
+  return at::cat(flat);
+}
+
+// Copies consecutive pieces of @flat (from element @off) into @ts.
+int64_t unpack(const at::Tensor& flat, int64_t off,
+               std::vector<at::Tensor>& ts) {
+  for (auto& t : ts) {
+    const int64_t n = t.numel();
+    t.copy_(flat.narrow(0, off, n).view(t.sizes()));
+    off += n;
+  }
+  return off;
+}
+
+// The reduction a c10d ReduceOp asks for, as far as it can be told before
+// the communicator is at hand (PREMUL_SUM needs the communicator).
+struct Reduction {
+  ncclRedOp_t op = ncclSum;
+  bool premul = false;
+  double factor = 0.0;
+  at::Tensor factor_tensor;
+  ncclDataType_t dt = ncclFloat32;
+  at::ScalarType st = at::kFloat;
+};
+
+Reduction reduction(const c10d::ReduceOp& rop, at::ScalarType st,
+                    const char* opname) {
+  Reduction r;
+  r.dt = ncclType(st);
+  r.st = st;
+  const bool isBool = st == at::kBool;
+  switch (rop.op_) {
+    case c10d::ReduceOp::SUM: r.op = isBool ? ncclMax : ncclSum; break;
+    case c10d::ReduceOp::PRODUCT: r.op = isBool ? ncclMin : ncclProd; break;
+    case c10d::ReduceOp::MIN: r.op = ncclMin; break;
+    case c10d::ReduceOp::MAX: r.op = ncclMax; break;
+    case c10d::ReduceOp::AVG:
+      TORCH_CHECK(!isBool, "mlap2p: ", opname,
+                  ": ReduceOp.AVG is not defined on bool");
+      r.op = ncclAvg;
+      break;
+    case c10d::ReduceOp::BAND:
+    case c10d::ReduceOp::BOR:
+      // On bool (0/1 bytes) AND is MIN and OR is MAX; on other types NCCL
+      // has no bitwise reduction and neither has libmlap2p.
+      TORCH_CHECK(isBool, "mlap2p: ", opname,
+                  ": ReduceOp.BAND/BOR only on bool tensors");
+      r.op = rop.op_ == c10d::ReduceOp::BAND ? ncclMin : ncclMax;
+      break;
+    case c10d::ReduceOp::PREMUL_SUM: {
+      TORCH_CHECK(!isBool, "mlap2p: ", opname, ": PREMUL_SUM on bool");
+      auto sup = c10::static_intrusive_pointer_cast<
+          c10d::NCCLPreMulSumSupplement>(rop.supplement_);
+      TORCH_CHECK(sup, "mlap2p: ", opname, ": PREMUL_SUM without a factor");
+      r.premul = true;
+      if (!sup->tensor_factors.empty()) {
+        // torch 1.13 keeps one factor per device; this backend has one.
+        const at::Tensor& f = sup->tensor_factors[0];
+        TORCH_CHECK(sup->tensor_factors.size() == 1 && f.numel() == 1,
+                    "mlap2p: ", opname,
+                    ": PREMUL_SUM takes one factor of one element");
+        r.factor_tensor = f.detach().cpu().to(st);
+      } else {
+        r.factor = sup->double_factor;
+      }
+      break;
+    }
+    default:
+      TORCH_CHECK(false, "mlap2p: ", opname, ": ReduceOp ",
+                  static_cast<int>(rop.op_), " is not supported");
+  }
+  return r;
+}
+
+// A PREMUL_SUM op created on the communicator for one call.
+class ScopedOp {
+ public:
+  ScopedOp(const Reduction& r, ncclComm_t comm) : comm_(comm), op_(r.op) {
+    if (!r.premul) return;
+    at::Tensor s = r.factor_tensor.defined()
+                       ? r.factor_tensor.contiguous()
+                       : at::scalar_tensor(r.factor, at::TensorOptions().dtype(r.st));
+    res_ = ncclRedOpCreatePreMulSum(&op_, s.data_ptr(), r.dt,
+                                    ncclScalarHostImmediate, comm);
+    created_ = res_ == ncclSuccess;
+  }
+  ~ScopedOp() {
+    if (created_) (void)ncclRedOpDestroy(op_, comm_);
+  }
+  ncclResult_t result() const { return res_; }
+  ncclRedOp_t op() const { return op_; }
+
+ private:
+  ncclComm_t comm_;
+  ncclRedOp_t op_;
+  ncclResult_t res_ = ncclSuccess;
+  bool created_ = false;
+};
+
+// The host stream of every call: libmlap2p's NULL stream runs a call to
+// completion before it returns; this group's progress thread is the
+// stream the caller does not wait on.
+constexpr cudaStream_t kStream = nullptr;
+
+std::string msString(milliseconds t) {
+  return std::to_string(t.count()) + " ms";
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------- Work
+
+WorkMlap2p::WorkMlap2p(ProcessGroupMlap2p* pg, int rank, c10d::OpType type,
+                       const char* name, uint64_t seq, milliseconds timeout,
+                       size_t bytes, std::vector<at::Tensor> outputs, Fn fn)
+    : c10d::Work(rank, type),
+      pg_(pg),
+      name_(name),
+      seq_(seq),
+      timeout_(timeout),
+      bytes_(bytes),
+      outputs_(std::move(outputs)),
+      fn_(std::move(fn)),
+      future_(c10::make_intrusive<c10::ivalue::Future>(
+          c10::ListType::create(c10::TensorType::get()))) {}
+
+bool WorkMlap2p::isCompleted() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return completed_;
+}
+
+std::vector<at::Tensor> WorkMlap2p::result() { return outputs_; }
+
+c10::intrusive_ptr<c10::ivalue::Future> WorkMlap2p::getFuture() {
+  return future_;
+}
+
+int WorkMlap2p::sourceRank() const {
+  TORCH_CHECK(source_rank_ >= 0, "mlap2p: sourceRank() only after recv");
+  return source_rank_;
+}
+
+void WorkMlap2p::abort() {
+  pg_->abortComm("mlap2p: rank " + std::to_string(pg_->getRank()) + ": " +
+                 name_ + " #" + std::to_string(seq_) + " aborted by the user");
+}
+
+bool WorkMlap2p::wait(milliseconds timeout) {
+  const milliseconds t = timeout == ::kNoTimeout ? timeout_ : timeout;
+  if (!done_.load(std::memory_order_acquire) && pg_->spin_us_ > 0) {
+    const auto until = std::chrono::steady_clock::now() +
+                       std::chrono::microseconds(pg_->spin_us_);
+    while (!done_.load(std::memory_order_acquire) &&
+           std::chrono::steady_clock::now() < until)
+      std::this_thread::yield();
+  }
+  std::unique_lock<std::mutex> lock(mutex_);
+  if (!cv_.wait_for(lock, t, [&] { return completed_; })) {
+    lock.unlock();
+    const std::string why = "mlap2p: rank " +
+                            std::to_string(pg_->getRank()) + ": " + name_ +
+                            " #" + std::to_string(seq_) +
+                            " did not complete within " + msString(t) +
+                            "; communicator aborted";
+    pg_->abortComm(why);
+    // The abort ends the library's waits; let the stream finish the call.
+    lock.lock();
+    cv_.wait_for(lock, std::chrono::seconds(30), [&] { return completed_; });
+    throw std::runtime_error(why);
+  }
+  if (exception_) std::rethrow_exception(exception_);
+  return true;
+}
+
+void WorkMlap2p::complete(std::exception_ptr err) {
+  // The future first: DDP's reducer waits on it, wait() on the Work.
+  if (err)
+    future_->setError(err);
+  else
+    future_->markCompleted(c10::IValue(outputs_));
+  fn_ = nullptr;  // drop the staging buffers the closure holds
+  finish(err);
+  done_.store(true, std::memory_order_release);
+}
+
+// -------------------------------------------------------- ProcessGroup
+
+ProcessGroupMlap2p::ProcessGroupMlap2p(
+    const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
+    milliseconds timeout)
+    : c10d::ProcessGroup(rank, size),
+      timeout_(timeout),
+      inline_bytes_(envInt("MLAP2P_TORCH_INLINE_BYTES", 65536)),
+      spin_us_(envInt("MLAP2P_TORCH_SPIN_US", 50)) {
+  ncclUniqueId id;
+  std::memset(&id, 0, sizeof(id));
+  if (rank == 0) {
+    check("ncclGetUniqueId", ncclGetUniqueId(&id), nullptr);
+    const auto* p = reinterpret_cast<const uint8_t*>(&id);
+    store->set(kUidKey, std::vector<uint8_t>(p, p + sizeof(id)));
+  } else {
+    std::vector<uint8_t> v = store->get(kUidKey);
+    TORCH_CHECK(v.size() == sizeof(id), "mlap2p: rank ", rank,
+                ": the store's unique id has ", v.size(), " bytes, not ",
+                sizeof(id));
+    std::memcpy(&id, v.data(), sizeof(id));
+  }
+  ncclComm_t c = nullptr;
+  check("ncclCommInitRank", ncclCommInitRank(&c, size, id, rank), nullptr);
+  comm_ = c;
+  start();
+}
+
+ProcessGroupMlap2p::ProcessGroupMlap2p(ProcessGroupMlap2p& parent, int color,
+                                       int key, int rank, int size,
+                                       milliseconds timeout)
+    : c10d::ProcessGroup(rank, size),
+      timeout_(timeout),
+      inline_bytes_(parent.inline_bytes_),
+      spin_us_(parent.spin_us_) {
+  TORCH_CHECK(color >= 0, "mlap2p: split color must be >= 0");
+  ncclComm_t c = parent.runSplit(color, key);
+  TORCH_CHECK(c, "mlap2p: rank ", parent.getRank(),
+              ": ncclCommSplit gave no communicator for color ", color);
+  int n = 0, r = -1;
+  check("ncclCommCount", ncclCommCount(c, &n), c);
+  check("ncclCommUserRank", ncclCommUserRank(c, &r), c);
+  if (n != size || r != rank) {
+    (void)ncclCommAbort(c);
+    TORCH_CHECK(false, "mlap2p: split gave rank ", r, " of ", n,
+                ", torch expects rank ", rank, " of ", size);
+  }
+  comm_ = c;
+  start();
+}
+
+void ProcessGroupMlap2p::start() {
+  stream_ = std::thread([this] { streamLoop(); });
+  watchdog_ = std::thread([this] { watchdogLoop(); });
+}
+
+ProcessGroupMlap2p::~ProcessGroupMlap2p() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  if (stream_.joinable()) stream_.join();  // drains the queue
+  if (watchdog_.joinable()) watchdog_.join();
+  ncclComm_t c;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    c = comm_;
+    comm_ = nullptr;
+  }
+  if (c) (void)ncclCommDestroy(c);
+}
+
+milliseconds ProcessGroupMlap2p::opTimeout(milliseconds t) const {
+  return t == c10d::kUnsetTimeout ? timeout_ : t;
+}
+
+void ProcessGroupMlap2p::fail(const char* op, ncclResult_t r,
+                              ncclComm_t comm) const {
+  std::ostringstream m;
+  m << "mlap2p: rank " << rank_ << ": " << op << " failed: "
+    << ncclGetErrorString(r);
+  std::string why;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    why = broken_why_;
+  }
+  // After an abort the communicator is gone: only the thread's message.
+  const char* last = ncclGetLastError(why.empty() ? comm : nullptr);
+  if (last && *last) m << ": " << last;
+  if (!why.empty()) m << " [" << why << "]";
+  throw LibraryError(m.str());
+}
+
+c10::intrusive_ptr<WorkMlap2p> ProcessGroupMlap2p::post(
+    c10d::OpType type, const char* name, milliseconds timeout, size_t bytes,
+    std::vector<at::Tensor> outputs, WorkMlap2p::Fn fn) {
+  auto w = c10::make_intrusive<WorkMlap2p>(this, rank_, type, name, seq_++,
+                                           opTimeout(timeout), bytes,
+                                           std::move(outputs), std::move(fn));
+  std::unique_lock<std::mutex> lock(mu_);
+  if (broken_) {
+    auto err = broken_;
+    lock.unlock();
+    w->complete(err);
+    return w;
+  }
+  if (!running_ && queue_.empty() && bytes <= static_cast<size_t>(inline_bytes_)) {
+    // The stream is idle: run it here, in stream order, without a hand-off.
+    running_ = true;
+    current_ = w.get();
+    current_start_ = std::chrono::steady_clock::now();
+    ncclComm_t c = comm_;
+    lock.unlock();
+    std::exception_ptr err = w->execute(c);
+    lock.lock();
+    running_ = false;
+    current_ = nullptr;
+    const bool wake = !queue_.empty();
+    lock.unlock();
+    if (wake) cv_.notify_all();
+    w->complete(err);
+    return w;
+  }
+  queue_.push_back(w);
+  queued_.fetch_add(1, std::memory_order_release);
+  const bool wake = sleeping_;
+  lock.unlock();
+  if (wake) cv_.notify_all();
+  return w;
+}
+
+std::exception_ptr WorkMlap2p::execute(ncclComm_t comm) {
+  try {
+    if (!comm) {
+      std::lock_guard<std::mutex> lock(pg_->mu_);
+      if (pg_->broken_) return pg_->broken_;
+      throw std::runtime_error("mlap2p: no communicator");
+    }
+    fn_(comm);
+    return nullptr;
+  } catch (const LibraryError& e) {
+    // The communicator's state is unknown now: abort it, so that every
+    // later operation fails at once with this first reason.
+    pg_->abortComm(e.what());
+    return std::current_exception();
+  } catch (...) {
+    return std::current_exception();
+  }
+}
+
+void ProcessGroupMlap2p::streamLoop() {
+  std::unique_lock<std::mutex> lock(mu_);
+  for (;;) {
+    if (queue_.empty() && !stop_ && spin_us_ > 0) {
+      // Stay awake a little (yielding the CPU) for the next operation:
+      // a condition-variable wake costs about 10 us here.
+      lock.unlock();
+      const auto until = std::chrono::steady_clock::now() +
+                         std::chrono::microseconds(spin_us_);
+      while (queued_.load(std::memory_order_acquire) == 0 &&
+             std::chrono::steady_clock::now() < until)
+        std::this_thread::yield();
+      lock.lock();
+    }
+    sleeping_ = true;
+    cv_.wait(lock, [&] { return stop_ || (!queue_.empty() && !running_); });
+    sleeping_ = false;
+    if (queue_.empty() || running_) {
+      if (stop_ && queue_.empty() && !running_) break;
+      continue;
+    }
+    auto w = queue_.front();
+    queue_.pop_front();
+    queued_.fetch_sub(1, std::memory_order_relaxed);
+    running_ = true;
+    current_ = w.get();
+    current_start_ = std::chrono::steady_clock::now();
+    ncclComm_t c = comm_;
+    lock.unlock();
+    std::exception_ptr err = w->execute(c);
+    lock.lock();
+    running_ = false;
+    current_ = nullptr;
+    lock.unlock();
+    w->complete(err);
+    lock.lock();
+  }
+}
+
+void ProcessGroupMlap2p::watchdogLoop() {
+  std::unique_lock<std::mutex> lock(mu_);
+  while (!stop_) {
+    cv_.wait_for(lock, std::chrono::milliseconds(100));
+    if (!running_ || !current_ || !comm_) continue;
+    const auto t = current_->timeout();
+    if (std::chrono::steady_clock::now() - current_start_ <= t) continue;
+    const std::string why = "mlap2p: rank " + std::to_string(rank_) + ": " +
+                            current_->name() + " #" +
+                            std::to_string(current_->seq()) +
+                            " ran longer than its timeout of " + msString(t) +
+                            "; communicator aborted";
+    lock.unlock();
+    abortComm(why);
+    lock.lock();
+  }
+}
+
+void ProcessGroupMlap2p::abortComm(const std::string& why) {
+  std::deque<c10::intrusive_ptr<WorkMlap2p>> dropped;
+  ncclComm_t c;
+  std::exception_ptr err;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!comm_) return;
+    c = comm_;
+    comm_ = nullptr;
+    broken_why_ = why;
+    broken_ = std::make_exception_ptr(std::runtime_error(why));
+    err = broken_;
+    dropped.swap(queue_);
+    queued_.store(0, std::memory_order_relaxed);
+  }
+  cv_.notify_all();
+  (void)ncclCommAbort(c);
+  for (auto& w : dropped) w->complete(err);
+}
+
+ncclComm_t ProcessGroupMlap2p::runSplit(int color, int key) {
+  auto child = std::make_shared<ncclComm_t>(nullptr);
+  auto w = post(c10d::OpType::UNKNOWN, "split", c10d::kUnsetTimeout, 0, {},
+                [this, child, color, key](ncclComm_t comm) {
+                  check("ncclCommSplit",
+                        ncclCommSplit(comm, color, key, child.get(), nullptr),
+                        comm);
+                });
+  w->wait();
+  return *child;
+}
+
+void ProcessGroupMlap2p::splitNoColor() {
+  ncclComm_t c = runSplit(NCCL_SPLIT_NOCOLOR, rank_);
+  TORCH_CHECK(c == nullptr, "mlap2p: NCCL_SPLIT_NOCOLOR gave a communicator");
+}
+
+std::string ProcessGroupMlap2p::describe() const {
+  int v = 0;
+  (void)ncclGetVersion(&v);
+  std::ostringstream m;
+  m << "mlap2p rank " << rank_ << "/" << size_ << " (NCCL API " << v
+    << ", inline up to " << inline_bytes_ << " bytes, timeout "
+    << msString(timeout_) << ")";
+  return m.str();
+}
+
+// ------------------------------------------------------------ operations
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupMlap2p::allreduce(
+    std::vector<at::Tensor>& tensors, const c10d::AllreduceOptions& opts) {
+  checkOne(tensors, "allreduce");
+  at::Tensor t = tensors[0];
+  at::Tensor buf = dense(t);
+  Reduction r = reduction(opts.reduceOp, t.scalar_type(), "allreduce");
+  return post(c10d::OpType::ALLREDUCE, "allreduce", opts.timeout, nbytes(t),
+              {t}, [this, t, buf, r](ncclComm_t comm) mutable {
+                ScopedOp op(r, comm);
+                check("ncclRedOpCreatePreMulSum", op.result(), comm);
+                check("allreduce",
+                      ncclAllReduce(buf.data_ptr(), buf.data_ptr(),
+                                    buf.numel(), r.dt, op.op(), comm, kStream),
+                      comm);
+                copyBack(t, buf);
+              });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupMlap2p::allreduce_coalesced(
+    std::vector<at::Tensor>& tensors,
+    const c10d::AllreduceCoalescedOptions& opts) {
+  TORCH_CHECK(!tensors.empty(), "mlap2p: allreduce_coalesced: no tensors");
+  for (const auto& t : tensors) checkSame(t, tensors[0], "allreduce_coalesced");
+  std::vector<at::Tensor> ts = tensors;
+  Reduction r =
+      reduction(opts.reduceOp, ts[0].scalar_type(), "allreduce_coalesced");
+  at::Tensor flat = flatCat(ts);
+  return post(c10d::OpType::ALLREDUCE_COALESCED, "allreduce_coalesced",
+              opts.timeout, nbytes(flat), ts,
+              [this, ts, flat, r](ncclComm_t comm) mutable {
+                ScopedOp op(r, comm);
+                check("ncclRedOpCreatePreMulSum", op.result(), comm);
+                check("allreduce_coalesced",
+                      ncclAllReduce(flat.data_ptr(), flat.data_ptr(),
+                                    flat.numel(), r.dt, op.op(), comm,
+                                    kStream),
+                      comm);
+                unpack(flat, 0, ts);
+              });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupMlap2p::broadcast(
+    std::vector<at::Tensor>& tensors, const c10d::BroadcastOptions& opts) {
+  checkOne(tensors, "broadcast");
+  TORCH_CHECK(opts.rootTensor == 0, "mlap2p: broadcast: rootTensor must be 0");
+  TORCH_CHECK(opts.rootRank >= 0 && opts.rootRank < size_,
+              "mlap2p: broadcast: root ", opts.rootRank, " out of range");
+  at::Tensor t = tensors[0];
+  at::Tensor buf = dense(t);
+  const int root = static_cast<int>(opts.rootRank);
+  const ncclDataType_t dt = ncclType(t.scalar_type());
+  return post(c10d::OpType::BROADCAST, "broadcast", opts.timeout, nbytes(t),
+              {t}, [this, t, buf, root, dt](ncclComm_t comm) mutable {
+                check("broadcast",
+                      ncclBroadcast(buf.data_ptr(), buf.data_ptr(), buf.numel(),
+                                    dt, root, comm, kStream),
+                      comm);
+                copyBack(t, buf);
+              });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupMlap2p::reduce(
+    std::vector<at::Tensor>& tensors, const c10d::ReduceOptions& opts) {
+  checkOne(tensors, "reduce");
+  TORCH_CHECK(opts.rootTensor == 0, "mlap2p: reduce: rootTensor must be 0");
+  TORCH_CHECK(opts.rootRank >= 0 && opts.rootRank < size_,
+              "mlap2p: reduce: root ", opts.rootRank, " out of range");
+  at::Tensor t = tensors[0];
+  at::Tensor buf = dense(t);
+  const int root = static_cast<int>(opts.rootRank);
+  Reduction r = reduction(opts.reduceOp, t.scalar_type(), "reduce");
+  return post(c10d::OpType::REDUCE, "reduce", opts.timeout, nbytes(t), {t},
+              [this, t, buf, r, root](ncclComm_t comm) mutable {
+                ScopedOp op(r, comm);
+                check("ncclRedOpCreatePreMulSum", op.result(), comm);
+                check("reduce",
+                      ncclReduce(buf.data_ptr(), buf.data_ptr(), buf.numel(),
+                                 r.dt, op.op(), root, comm, kStream),
+                      comm);
+                if (rank_ == root) copyBack(t, buf);
+              });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupMlap2p::allgather(
+    std::vector<std::vector<at::Tensor>>& outputs,
+    std::vector<at::Tensor>& inputs, const c10d::AllgatherOptions& opts) {
+  checkOne(inputs, "allgather");
+  TORCH_CHECK(outputs.size() == 1 &&
+                  outputs[0].size() == static_cast<size_t>(size_),
+              "mlap2p: allgather: one list of ", size_, " output tensors");
+  at::Tensor in = dense(inputs[0]);
+  for (const auto& o : outputs[0]) {
+    checkSame(o, in, "allgather");
+    TORCH_CHECK(o.numel() == in.numel(), "mlap2p: allgather: output has ",
+                o.numel(), " elements, input ", in.numel());
+  }
+  std::vector<at::Tensor> outs = outputs[0];
+  at::Tensor flat = at::empty({in.numel() * size_}, in.options());
+  const ncclDataType_t dt = ncclType(in.scalar_type());
+  return post(c10d::OpType::ALLGATHER, "allgather", opts.timeout, nbytes(flat),
+              outs, [this, in, outs, flat, dt](ncclComm_t comm) mutable {
+                check("allgather",
+                      ncclAllGather(in.data_ptr(), flat.data_ptr(), in.numel(),
+                                    dt, comm, kStream),
+                      comm);
+                unpack(flat, 0, outs);
+              });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupMlap2p::_allgather_base(
+    at::Tensor& output, at::Tensor& input,
+    const c10d::AllgatherOptions& opts) {
+  checkTensor(input, "_allgather_base");
+  checkSame(output, input, "_allgather_base");
+  TORCH_CHECK(output.numel() == input.numel() * size_,
+              "mlap2p: _allgather_base: output has ", output.numel(),
+              " elements, not ", size_, " x ", input.numel());
+  at::Tensor in = dense(input);
+  at::Tensor out = output;
+  at::Tensor obuf = dense(output);
+  const ncclDataType_t dt = ncclType(in.scalar_type());
+  return post(c10d::OpType::_ALLGATHER_BASE, "_allgather_base", opts.timeout,
+              nbytes(out), {out},
+              [this, in, out, obuf, dt](ncclComm_t comm) mutable {
+                check("_allgather_base",
+                      ncclAllGather(in.data_ptr(), obuf.data_ptr(), in.numel(),
+                                    dt, comm, kStream),
+                      comm);
+                copyBack(out, obuf);
+              });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupMlap2p::allgather_coalesced(
+    std::vector<std::vector<at::Tensor>>& outputLists,
+    std::vector<at::Tensor>& inputs, const c10d::AllgatherOptions& opts) {
+  TORCH_CHECK(!inputs.empty(), "mlap2p: allgather_coalesced: no tensors");
+  TORCH_CHECK(outputLists.size() == static_cast<size_t>(size_),
+              "mlap2p: allgather_coalesced: ", size_, " output lists, got ",
+              outputLists.size());
+  for (const auto& t : inputs) checkSame(t, inputs[0], "allgather_coalesced");
+  for (const auto& l : outputLists) {
+    TORCH_CHECK(l.size() == inputs.size(), "mlap2p: allgather_coalesced: ",
+                "each output list needs ", inputs.size(), " tensors");
+    for (size_t i = 0; i < l.size(); i++) {
+      checkSame(l[i], inputs[0], "allgather_coalesced");
+      TORCH_CHECK(l[i].numel() == inputs[i].numel(),
+                  "mlap2p: allgather_coalesced: output ", i, " has ",
+                  l[i].numel(), " elements, input ", inputs[i].numel());
+    }
+  }
+  at::Tensor in = flatCat(inputs);
+  at::Tensor flat = at::empty({in.numel() * size_}, in.options());
+  auto lists = outputLists;
+  std::vector<at::Tensor> outs;
+  for (const auto& l : lists) outs.insert(outs.end(), l.begin(), l.end());
+  const ncclDataType_t dt = ncclType(in.scalar_type());
+  return post(c10d::OpType::ALLGATHER_COALESCED, "allgather_coalesced",
+              opts.timeout, nbytes(flat), outs,
+              [this, in, flat, outs, dt](ncclComm_t comm) mutable {
+                check("allgather_coalesced",
+                      ncclAllGather(in.data_ptr(), flat.data_ptr(), in.numel(),
+                                    dt, comm, kStream),
+                      comm);
+                unpack(flat, 0, outs);  // rank-major, as the lists are
+              });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupMlap2p::reduce_scatter(
+    std::vector<at::Tensor>& outputs,
+    std::vector<std::vector<at::Tensor>>& inputs,
+    const c10d::ReduceScatterOptions& opts) {
+  checkOne(outputs, "reduce_scatter");
+  TORCH_CHECK(inputs.size() == 1 &&
+                  inputs[0].size() == static_cast<size_t>(size_),
+              "mlap2p: reduce_scatter: one list of ", size_, " input tensors");
+  at::Tensor out = outputs[0];
+  for (const auto& i : inputs[0]) {
+    checkSame(i, out, "reduce_scatter");
+    TORCH_CHECK(i.numel() == out.numel(), "mlap2p: reduce_scatter: input has ",
+                i.numel(), " elements, output ", out.numel());
+  }
+  at::Tensor flat = flatCat(inputs[0]);
+  at::Tensor obuf = dense(out);
+  Reduction r = reduction(opts.reduceOp, out.scalar_type(), "reduce_scatter");
+  return post(c10d::OpType::REDUCE_SCATTER, "reduce_scatter", opts.timeout,
+              nbytes(flat), {out},
+              [this, out, obuf, flat, r](ncclComm_t comm) mutable {
+                ScopedOp op(r, comm);
+                check("ncclRedOpCreatePreMulSum", op.result(), comm);
+                check("reduce_scatter",
+                      ncclReduceScatter(flat.data_ptr(), obuf.data_ptr(),
+                                        obuf.numel(), r.dt, op.op(), comm,
+                                        kStream),
+                      comm);
+                copyBack(out, obuf);
+              });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupMlap2p::_reduce_scatter_base(
+    at::Tensor& output, at::Tensor& input,
+    const c10d::ReduceScatterOptions& opts) {
+  checkTensor(output, "_reduce_scatter_base");
+  checkSame(input, output, "_reduce_scatter_base");
+  TORCH_CHECK(input.numel() == output.numel() * size_,
+              "mlap2p: _reduce_scatter_base: input has ", input.numel(),
+              " elements, not ", size_, " x ", output.numel());
+  at::Tensor in = dense(input);
+  at::Tensor out = output;
+  at::Tensor obuf = dense(output);
+  Reduction r =
+      reduction(opts.reduceOp, out.scalar_type(), "_reduce_scatter_base");
+  return post(c10d::OpType::_REDUCE_SCATTER_BASE, "_reduce_scatter_base",
+              opts.timeout, nbytes(in), {out},
+              [this, in, out, obuf, r](ncclComm_t comm) mutable {
+                ScopedOp op(r, comm);
+                check("ncclRedOpCreatePreMulSum", op.result(), comm);
+                check("_reduce_scatter_base",
+                      ncclReduceScatter(in.data_ptr(), obuf.data_ptr(),
+                                        obuf.numel(), r.dt, op.op(), comm,
+                                        kStream),
+                      comm);
+                copyBack(out, obuf);
+              });
+}
+
+namespace {
+
+// Element offsets and counts per rank of an all-to-all along dim 0.
+void splits(const at::Tensor& t, const std::vector<int64_t>& sizes, int n,
+            const char* what, std::vector<int64_t>& count,
+            std::vector<int64_t>& off) {
+  count.assign(n, 0);
+  off.assign(n, 0);
+  if (t.dim() == 0) {
+    TORCH_CHECK(sizes.empty() && n == 1, "mlap2p: alltoall_base: ", what,
+                " is a scalar");
+    count[0] = 1;
+    return;
+  }
+  const int64_t rows = t.size(0);
+  const int64_t row = rows ? t.numel() / rows : 0;
+  if (sizes.empty()) {
+    TORCH_CHECK(rows % n == 0, "mlap2p: alltoall_base: ", what, " dim 0 (",
+                rows, ") does not divide by ", n);
+    for (int i = 0; i < n; i++) {
+      count[i] = rows / n * row;
+      off[i] = i * count[i];
+    }
+    return;
+  }
+  TORCH_CHECK(sizes.size() == static_cast<size_t>(n),
+              "mlap2p: alltoall_base: ", what, " split sizes need ", n,
+              " entries, got ", sizes.size());
+  int64_t sum = 0;
+  for (int i = 0; i < n; i++) {
+    TORCH_CHECK(sizes[i] >= 0, "mlap2p: alltoall_base: negative split size");
+    off[i] = sum * row;
+    count[i] = sizes[i] * row;
+    sum += sizes[i];
+  }
+  TORCH_CHECK(sum == rows, "mlap2p: alltoall_base: ", what,
+              " split sizes add up to ", sum, ", dim 0 is ", rows);
+}
+
+}  // namespace
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupMlap2p::alltoall_base(
+    at::Tensor& output, at::Tensor& input,
+    std::vector<int64_t>& outputSplitSizes,
+    std::vector<int64_t>& inputSplitSizes, const c10d::AllToAllOptions& opts) {
+  checkTensor(input, "alltoall_base");
+  checkSame(output, input, "alltoall_base");
+  std::vector<int64_t> scount, soff, rcount, roff;
+  splits(input, inputSplitSizes, size_, "input", scount, soff);
+  splits(output, outputSplitSizes, size_, "output", rcount, roff);
+  const bool equal = inputSplitSizes.empty() && outputSplitSizes.empty();
+  TORCH_CHECK(!equal || input.numel() == output.numel(),
+              "mlap2p: alltoall_base: input has ", input.numel(),
+              " elements, output ", output.numel());
+  at::Tensor in = dense(input);
+  at::Tensor out = output;
+  at::Tensor obuf = dense(output);
+  const ncclDataType_t dt = ncclType(in.scalar_type());
+  const size_t es = in.element_size();
+  return post(
+      c10d::OpType::ALLTOALL_BASE, "alltoall_base", opts.timeout, nbytes(in),
+      {out},
+      [this, in, out, obuf, dt, es, equal, scount, soff, rcount,
+       roff](ncclComm_t comm) mutable {
+        char* s = static_cast<char*>(in.data_ptr());
+        char* d = static_cast<char*>(obuf.data_ptr());
+        if (equal) {
+          check("alltoall_base",
+                ncclAlltoAll(s, d, static_cast<size_t>(scount[0]), dt, comm,
+                             kStream),
+                comm);
+        } else {
+          TORCH_CHECK(rcount[rank_] == scount[rank_],
+                      "mlap2p: alltoall_base: rank ", rank_, " sends itself ",
+                      scount[rank_], " elements but expects ", rcount[rank_]);
+          std::memcpy(d + roff[rank_] * es, s + soff[rank_] * es,
+                      scount[rank_] * es);
+          check("alltoall_base", ncclGroupStart(), comm);
+          ncclResult_t res = ncclSuccess;
+          for (int p = 0; p < size_ && res == ncclSuccess; p++) {
+            if (p == rank_) continue;
+            if (scount[p])
+              res = ncclSend(s + soff[p] * es, scount[p], dt, p, comm, kStream);
+            if (res == ncclSuccess && rcount[p])
+              res = ncclRecv(d + roff[p] * es, rcount[p], dt, p, comm, kStream);
+          }
+          ncclResult_t end = ncclGroupEnd();
+          check("alltoall_base", res != ncclSuccess ? res : end, comm);
+        }
+        copyBack(out, obuf);
+      });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupMlap2p::alltoall(
+    std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
+    const c10d::AllToAllOptions& opts) {
+  TORCH_CHECK(inputs.size() == static_cast<size_t>(size_) &&
+                  outputs.size() == static_cast<size_t>(size_),
+              "mlap2p: alltoall: ", size_, " input and output tensors");
+  for (const auto& t : inputs) checkSame(t, inputs[0], "alltoall");
+  for (const auto& t : outputs) checkSame(t, inputs[0], "alltoall");
+  TORCH_CHECK(outputs[rank_].numel() == inputs[rank_].numel(),
+              "mlap2p: alltoall: rank ", rank_, " sends itself ",
+              inputs[rank_].numel(), " elements but expects ",
+              outputs[rank_].numel());
+  std::vector<at::Tensor> ins, obufs, outs = outputs;
+  size_t bytes = 0;
+  for (const auto& t : inputs) {
+    ins.push_back(dense(t));
+    bytes += nbytes(t);
+  }
+  for (const auto& t : outputs) obufs.push_back(dense(t));
+  const ncclDataType_t dt = ncclType(inputs[0].scalar_type());
+  return post(c10d::OpType::ALLTOALL, "alltoall", opts.timeout, bytes, outs,
+              [this, ins, obufs, outs, dt](ncclComm_t comm) mutable {
+                obufs[rank_].view(-1).copy_(ins[rank_].view(-1));
+                check("alltoall", ncclGroupStart(), comm);
+                ncclResult_t res = ncclSuccess;
+                for (int p = 0; p < size_ && res == ncclSuccess; p++) {
+                  if (p == rank_) continue;
+                  if (ins[p].numel())
+                    res = ncclSend(ins[p].data_ptr(), ins[p].numel(), dt, p,
+                                   comm, kStream);
+                  if (res == ncclSuccess && obufs[p].numel())
+                    res = ncclRecv(obufs[p].data_ptr(), obufs[p].numel(), dt,
+                                   p, comm, kStream);
+                }
+                ncclResult_t end = ncclGroupEnd();
+                check("alltoall", res != ncclSuccess ? res : end, comm);
+                for (int p = 0; p < size_; p++) copyBack(outs[p], obufs[p]);
+              });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupMlap2p::send(
+    std::vector<at::Tensor>& tensors, int dstRank, int /*tag*/) {
+  checkOne(tensors, "send");
+  TORCH_CHECK(dstRank >= 0 && dstRank < size_ && dstRank != rank_,
+              "mlap2p: send: bad destination rank ", dstRank);
+  at::Tensor buf = dense(tensors[0]);
+  const ncclDataType_t dt = ncclType(buf.scalar_type());
+  return post(c10d::OpType::SEND, "send", c10d::kUnsetTimeout, nbytes(buf),
+              {tensors[0]}, [this, buf, dt, dstRank](ncclComm_t comm) {
+                check("send",
+                      ncclSend(buf.data_ptr(), buf.numel(), dt, dstRank, comm,
+                               kStream),
+                      comm);
+              });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupMlap2p::recv(
+    std::vector<at::Tensor>& tensors, int srcRank, int /*tag*/) {
+  checkOne(tensors, "recv");
+  TORCH_CHECK(srcRank >= 0 && srcRank < size_ && srcRank != rank_,
+              "mlap2p: recv: bad source rank ", srcRank);
+  at::Tensor t = tensors[0];
+  at::Tensor buf = dense(t);
+  const ncclDataType_t dt = ncclType(buf.scalar_type());
+  auto w = post(c10d::OpType::RECV, "recv", c10d::kUnsetTimeout, nbytes(buf),
+                {t}, [this, t, buf, dt, srcRank](ncclComm_t comm) mutable {
+                  check("recv",
+                        ncclRecv(buf.data_ptr(), buf.numel(), dt, srcRank,
+                                 comm, kStream),
+                        comm);
+                  copyBack(t, buf);
+                });
+  w->source_rank_ = srcRank;
+  return w;
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupMlap2p::barrier(
+    const c10d::BarrierOptions& opts) {
+  // Every earlier operation of this group has run when this one does
+  // (one stream), and no rank leaves before all have arrived.
+  at::Tensor one = at::ones({1}, at::TensorOptions().dtype(at::kInt));
+  return post(c10d::OpType::BARRIER, "barrier", opts.timeout, 0, {},
+              [this, one](ncclComm_t comm) {
+                check("barrier",
+                      ncclAllReduce(one.data_ptr(), one.data_ptr(), 1,
+                                    ncclInt32, ncclSum, comm, kStream),
+                      comm);
+              });
+}
+
+}  // namespace mlap2p_torch

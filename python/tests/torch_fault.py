@@ -1,0 +1,189 @@
+#!/usr/bin/python3
+# SPDX-License-Identifier: MIT
+"""What goes wrong says so, within the timeout, naming the rank.
+
+  kill      DDP training; the last rank is SIGKILLed at step 20; every other
+            rank's next step raises RuntimeError naming that rank, well
+            within the group's timeout (libmlap2p sees the dead pid within
+            MLAP2P_PEER_TIMEOUT).
+  timeout   rank 0 all-reduces, rank 1 never does: work.wait(timeout=1 s)
+            raises after about 1 s, naming the operation, and later calls
+            fail at once with the same reason.
+  mismatch  rank 0 all-reduces 10 floats, rank 1 20: both raise, naming
+            the other rank, instead of hanging.
+
+    /usr/bin/python3 python/tests/torch_fault.py [--nprocs 2] [--case kill]
+"""
+
+import argparse
+import datetime
+import multiprocessing
+import os
+import signal
+import socket
+import sys
+import time
+import traceback
+
+import torch
+import torch.distributed as dist
+import torch.nn as nn
+from torch.nn.parallel import DistributedDataParallel as DDP
+
+import mlap2p_torch  # noqa: F401
+
+TIMEOUT = 30.0  # the group's timeout, seconds
+
+
+def init(rank, n, port):
+    torch.set_num_threads(1)
+    os.environ.setdefault("MLAP2P_CORE", str(rank))
+    dist.init_process_group("mlap2p", init_method=f"tcp://127.0.0.1:{port}",
+                            rank=rank, world_size=n,
+                            timeout=datetime.timedelta(seconds=TIMEOUT))
+
+
+def case_kill(rank, n, q):
+    victim = n - 1
+    torch.manual_seed(0)
+    model = DDP(nn.Sequential(nn.Linear(32, 256), nn.ReLU(),
+                              nn.Linear(256, 4)))
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    last = time.monotonic()
+    for step in range(10000):
+        if rank == victim and step == 20:
+            os.kill(os.getpid(), signal.SIGKILL)
+        try:
+            opt.zero_grad()
+            model(torch.randn(4, 32)).sum().backward()
+            opt.step()
+        except RuntimeError as e:
+            q.put((rank, "raised", time.monotonic() - last, str(e), step))
+            return
+        last = time.monotonic()
+    q.put((rank, "no error", 0.0, "", step))
+
+
+def case_timeout(rank, n, q):
+    if rank != 0:
+        time.sleep(4)
+        q.put((rank, "idle", 0.0, "", 0))
+        return
+    # 1 MiB: above MLAP2P_TORCH_INLINE_BYTES, so the call returns at once
+    # and runs on the group's stream.
+    t = torch.ones(1 << 18)
+    w = dist.all_reduce(t, async_op=True)
+    t0 = time.monotonic()
+    try:
+        w.wait(timeout=datetime.timedelta(seconds=1))
+    except RuntimeError as e:
+        took = time.monotonic() - t0
+        try:  # the group is aborted now: the next call fails at once
+            t1 = time.monotonic()
+            dist.all_reduce(torch.ones(1))
+            again = "no error"
+        except RuntimeError as e2:
+            again = f"{time.monotonic() - t1:.3f}s {e2}"
+        q.put((rank, "raised", took, str(e) + "\n" + again, 0))
+        return
+    q.put((rank, "no error", 0.0, "", 0))
+
+
+def case_mismatch(rank, n, q):
+    t = torch.ones(10 if rank == 0 else 20)
+    t0 = time.monotonic()
+    try:
+        dist.all_reduce(t)
+    except RuntimeError as e:
+        q.put((rank, "raised", time.monotonic() - t0, str(e), 0))
+        return
+    q.put((rank, "no error", 0.0, "", 0))
+
+
+CASES = {"kill": case_kill, "timeout": case_timeout,
+         "mismatch": case_mismatch}
+
+
+def entry(case, rank, n, port, q):
+    try:
+        init(rank, n, port)
+        CASES[case](rank, n, q)
+    except BaseException:
+        q.put((rank, "crashed", 0.0, traceback.format_exc(), 0))
+    sys.stdout.flush()
+    q.close()
+    q.join_thread()  # the result must leave before os._exit
+    os._exit(0)  # no teardown handshake with a dead or aborted peer
+
+
+def run(case, n):
+    ctx = multiprocessing.get_context("spawn")
+    q = ctx.Queue()
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    ps = [ctx.Process(target=entry, args=(case, r, n, port, q))
+          for r in range(n)]
+    for p in ps:
+        p.start()
+    want = n - 1 if case == "kill" else n
+    res = {}
+    deadline = time.monotonic() + TIMEOUT + 60
+    while len(res) < want and time.monotonic() < deadline:
+        try:
+            r = q.get(timeout=1)
+            res[r[0]] = r
+        except Exception:
+            pass
+    for p in ps:
+        p.join(timeout=10)
+        if p.is_alive():
+            p.kill()
+    bad = []
+    for r in range(n):
+        if case == "kill" and r == n - 1:
+            if ps[r].exitcode != -signal.SIGKILL:
+                bad.append(f"rank {r} exit {ps[r].exitcode}, not SIGKILL")
+            continue
+        if case == "timeout" and r != 0:
+            continue
+        if r not in res:
+            bad.append(f"rank {r}: no result (hung?)")
+            continue
+        _, what, took, msg, step = res[r]
+        print(f"# {case}: rank {r} {what} after {took:.2f} s: "
+              f"{msg.strip().splitlines()[0] if msg.strip() else ''}")
+        if what != "raised":
+            bad.append(f"rank {r}: {what}\n{msg}")
+            continue
+        if case == "kill":
+            if f"rank {n - 1}" not in msg or took > TIMEOUT:
+                bad.append(f"rank {r}: took {took:.1f}s or does not name "
+                           f"rank {n - 1}: {msg}")
+        elif case == "timeout":
+            first, again = msg.split("\n", 1)
+            if not (0.9 <= took <= 5.0) or "did not complete within 1000 ms" \
+                    not in first or "did not complete" not in again:
+                bad.append(f"rank 0: timeout took {took:.2f}s: {msg}")
+            print(f"# timeout: the next call: {again.splitlines()[0]}")
+        elif case == "mismatch":
+            other = 1 - r
+            if f"rank {other}" not in msg or took > TIMEOUT:
+                bad.append(f"rank {r}: took {took:.1f}s or does not name "
+                           f"rank {other}: {msg}")
+    if bad:
+        print(f"not ok - fault {case}:\n  " + "\n  ".join(bad))
+        return 1
+    print(f"ok - fault {case}: {n} ranks")
+    return 0
+
+
+if __name__ == "__main__":
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--nprocs", type=int, default=2)
+    ap.add_argument("--case", choices=sorted(CASES), action="append")
+    a = ap.parse_args()
+    rc = 0
+    for c in a.case or ["kill", "timeout", "mismatch"]:
+        rc |= run(c, 2 if c != "kill" else a.nprocs)
+    sys.exit(rc)
