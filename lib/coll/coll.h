@@ -1,0 +1,181 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * lib/coll/coll.h: <mlap2p/coll.h>, NCCL's ring collectives (and a
+ * one-shot all-reduce for small messages on 2 ranks) on the public data
+ * plane: isend/irecv/request_test between ring neighbours.  What the files
+ * of lib/coll/ share: state.c (per-communicator state, requests, the
+ * preamble), ring.c (unit geometry, the ring and pair data phases), run.c
+ * (running a collective), api.c (groups, argument checks, the API).
+ *
+ * Every collective is a small state machine (struct cop): connect, a
+ * preamble that checks that all ranks make the same call, the data phase,
+ * a local finish.  A blocking call runs one to completion; a group's
+ * outermost mlap2p_group_end() runs those recorded inside it together
+ * (mlap2p_coll_group_end()).
+ *
+ * The preamble.  On 2 ranks: one 32-byte message each way, the header
+ * {seq | root | kind | dtype | op | algo, count} (+ up to 16 data bytes
+ * for the one-shot all-reduce, so that an 8-byte all-reduce is one LL
+ * message each way and one add).  On n >= 3: n - 1 hops around the ring
+ * (hop 0: the 32-byte header to next; hops 1..n-2: 64 bytes, the sender's
+ * header and the first mismatch it knows of), so that every rank learns
+ * of any mismatch before anything else moves: a ring has at least two
+ * edges where neighbours differ, and each finding travels n - 2 hops.
+ * Every first message is 32 bytes whatever the call, so ranks that
+ * disagree still read whole messages.
+ *
+ * The ring data phase.  A collective is cut into units; unit u of the
+ * sender's sends to next is unit u of the receiver's receives from prev
+ * (messages between two ranks are ordered).  Receives are posted ahead
+ * into NSLOTS scratch slots (or straight into the output), sends as soon
+ * as what they carry is there, so the next chunk moves while this one is
+ * reduced.  Scratch is allocated once per communicator
+ * (mlap2p_mem_alloc, so peers' sends write straight into it).
+ */
+#ifndef MLAP2P_LIB_COLL_H
+#define MLAP2P_LIB_COLL_H
+
+#include <errno.h>
+#include <sched.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <unistd.h>
+
+#include "mlap2p/coll.h"
+#include "mlap2p/dataplane.h"
+#include "coll/reduce.h"
+#include "comm.h"
+#include "dataplane/dataplane.h"
+#include "log.h"
+#include "param.h"
+#include "util.h"
+
+/* Collectives, as in the header's kind field (and the messages). */
+enum {
+	K_ALL_REDUCE = 1,
+	K_BROADCAST = 2,
+	K_REDUCE = 3,
+	K_ALL_GATHER = 4,
+	K_REDUCE_SCATTER = 5,
+	K_ALL_TO_ALL = 6,
+};
+
+#define ALGO_RING	1
+#define ALGO_ONESHOT	2
+
+#define HDR_BYTES	32	/* every first message */
+#define STAT_BYTES	64	/* preamble hops 1..n-2 */
+#define INLINE_MAX	16	/* data bytes a 2-rank header carries */
+#define NSLOTS		4	/* scratch receive slots */
+#define WIN		8	/* requests in flight per direction */
+#define DEF_CHUNK	(2UL << 20)
+#define DEF_ONESHOT_MAX	(64UL << 10)
+#define PAIRS_MAX	64	/* ranks all-to-all and one-shot take */
+
+/* Per communicator (comm->coll). */
+struct coll {
+	struct ncclComm *comm;
+	struct mlap2p_comm *api;
+	int n, rank, pos, prev, next;
+	int *order;			/* ring of channel 0 */
+	uint32_t seq;			/* collectives started */
+	unsigned int algoMask;		/* NCCL_ALGO */
+	size_t chunk;			/* MLAP2P_COLL_CHUNK */
+	size_t oneshotMax;		/* MLAP2P_COLL_ONESHOT_MAX */
+	int allPeers;			/* every pair connected */
+	char *scratch;
+	size_t scratchBytes;
+	int scratchMem;			/* from mlap2p_mem_alloc */
+	long peerTimeoutMs;
+	uint32_t spinYield;		/* idle passes before sched_yield() */
+	/* Requests left behind by a failed collective: the data plane ends
+	 * them at destroy/abort, we free them (collFree runs after dpFree). */
+	struct mlap2p_request **orphans;
+	int norphans, maxOrphans;
+	/* Non-blocking collectives not finished yet, in call order. */
+	struct nbop *pendHead, *pendTail;
+	int64_t nextCheck;
+};
+
+/* One collective in progress. */
+struct cop {
+	struct coll *c;
+	const char *fn;			/* "mlap2p_all_reduce", for messages */
+	int kind, dtype, op, root, algo;
+	size_t count, es;
+	const char *in;
+	char *out;
+	int inplace;
+	uint64_t hdr[2];
+	int phase;
+	int err;
+	struct cop *groupNext;
+
+	/* preamble */
+	int hop;
+	struct mlap2p_request *ps, *pr;
+	uint64_t smsg[STAT_BYTES / 8], rmsg[STAT_BYTES / 8];
+	int bad, badA, badB;
+	uint64_t descA[2], descB[2];
+
+	/* ring units */
+	uint64_t nsend, nrecv, T;
+	uint64_t sPost, sDone, rPost, rDone;
+	struct mlap2p_request *sreq[WIN], *rreq[WIN];
+	int sRel[WIN], sP[WIN];		/* slots a send frees at its end */
+	int64_t rslot[NSLOTS];		/* receive unit in R slot s, or -1 */
+	int64_t pslot[NSLOTS];		/* send unit in P slot s, or -1 */
+	size_t E;			/* chunk elements */
+	int d;				/* chain distance from root */
+
+	/* pairs (one-shot data, all-to-all) */
+	struct mlap2p_request *preq[2 * PAIRS_MAX];
+	int npreq;
+};
+
+/* A non-blocking collective: its request ends when the op does. */
+struct nbop {
+	struct cop o;
+	struct mlap2p_request *req;
+	struct nbop *next;
+};
+
+enum { PH_CONNECT, PH_PRE, PH_CONNECT_ALL, PH_DATA, PH_FINISH, PH_DONE };
+
+/* state.c */
+struct coll *coll_get(struct mlap2p_comm *api, int *err);
+void hdr_make(struct cop *o);
+int is_float(int dtype);
+const char *kind_name(int kind);
+int mismatch(struct cop *o);
+int oneshot_inline(const struct cop *o);
+void orphan(struct coll *c, struct mlap2p_request **req);
+void pre_fill(struct cop *o);
+int pre_progress(struct cop *o, int *moved);
+int req_test(struct coll *c, struct mlap2p_request **req);
+
+/* ring.c */
+int avg_pre(const struct cop *o);
+void finalize(struct cop *o, void *dst, size_t len);
+void oneshot_finish(struct cop *o);
+int pairs_post(struct cop *o);
+int pairs_progress(struct cop *o, int *moved);
+void ring_orphan(struct cop *o);
+int ring_progress(struct cop *o, int *moved);
+void ring_setup(struct cop *o);
+char *slot_t(const struct cop *o);
+
+/* run.c */
+int check_peers(struct cop *o);
+int cop_progress(struct cop *o, int *moved);
+int fail(struct cop *o, int err);
+void ring_orphan_all(struct cop *o);
+int run_ops(struct cop **ops, int n);
+
+/* api.c */
+void nb_drain(struct coll *c);
+
+#endif /* MLAP2P_LIB_COLL_H */
