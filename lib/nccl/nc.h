@@ -138,4 +138,44 @@ void mlap2p_comm_interrupt(struct mlap2p_comm *comm);
 /* The -errno -> ncclResult_t rule (documented in <nccl.h>). */
 ncclResult_t mlap2p_nccl_result(int err);
 
+/* The plain NCCL name as a weak alias of its p-prefixed definition. */
+#define NC_ALIAS(f)							\
+	extern __typeof__(p##f) f					\
+		__attribute__((weak, alias("p" #f), visibility("default")))
+
+int nc_grow(void **arr, int *cap, int need, size_t elem);
+void nc_keep_text(struct nc_comm *c, const char *text);
+ncclResult_t nc_lib_fail(struct nc_comm *c, const char *call, int err);
+struct nc_comm *nc_of(ncclComm_t comm);
+size_t nc_dtype_size(int dtype);
+int nc_enter(struct nc_comm *c);
+void nc_leave(struct nc_comm *c);
+uint64_t nc_ticket(struct nc_comm *c);
+void nc_turn_done(struct nc_comm *c, uint64_t t);
+void nc_turn_wait(struct nc_comm *c, uint64_t t);
+int nc_init_many(struct nc_comm **cs, int n);
+
+
+struct nc_gop {
+	struct mlap2p_stream *s;
+	struct nc_comm *c;
+	struct nc_op op;
+};
+
+struct nc_group {
+	int depth;
+	int err;			/* first ncclResult_t of the group */
+	struct nc_gop *ops;
+	int n, cap;
+	struct nc_comm **inits;
+	int ninit, initCap;
+};
+/* The calling thread's group (nccl.c). */
+extern __thread struct nc_group nc_grp;
+
+/* An error found here: text, then the ncclResult_t of @err. */
+ncclResult_t nc_fail(struct nc_comm *c, int err, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+/* NC_DECLS */
+
 #endif /* MLAP2P_NCCL_NC_H */

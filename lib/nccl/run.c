@@ -1,0 +1,680 @@
+// SPDX-License-Identifier: MIT
+/*
+ * <nccl.h> on libmlap2p: tickets, running operations on the thread that
+ * holds the turn, and posting them (lib/nccl/nc.h explains the order).
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "mlap2p/dataplane.h"
+#include "mlap2p/stream.h"
+#include "mlap2p/coll.h"
+#include "nc.h"
+
+/* ------------------------------------------------------------------ */
+/* Tickets                                                            */
+/* ------------------------------------------------------------------ */
+
+void nc_turn_wait(struct nc_comm *c, uint64_t t)
+{
+	int i;
+
+	for (i = 0; i < 256; i++) {
+		if (__atomic_load_n(&c->serving, __ATOMIC_ACQUIRE) == t)
+			return;
+		if (i >= 32)
+			sched_yield();
+	}
+	pthread_mutex_lock(&c->tlock);
+	__atomic_add_fetch(&c->waiters, 1, __ATOMIC_SEQ_CST);
+	while (__atomic_load_n(&c->serving, __ATOMIC_SEQ_CST) != t)
+		pthread_cond_wait(&c->tcond, &c->tlock);
+	__atomic_sub_fetch(&c->waiters, 1, __ATOMIC_SEQ_CST);
+	pthread_mutex_unlock(&c->tlock);
+}
+
+void nc_turn_done(struct nc_comm *c, uint64_t t)
+{
+	__atomic_store_n(&c->serving, t + 1, __ATOMIC_SEQ_CST);
+	if (__atomic_load_n(&c->waiters, __ATOMIC_SEQ_CST)) {
+		pthread_mutex_lock(&c->tlock);
+		pthread_cond_broadcast(&c->tcond);
+		pthread_mutex_unlock(&c->tlock);
+	}
+}
+
+uint64_t nc_ticket(struct nc_comm *c)
+{
+	return __atomic_fetch_add(&c->next, 1, __ATOMIC_ACQ_REL);
+}
+
+/*
+ * Enter the communicator to run work: 0, or why not (aborted, failed).
+ * Lock-free (it is on every call's path): inflight and aborted are both
+ * sequentially consistent, so either abort sees us inside or we see it.
+ */
+int nc_enter(struct nc_comm *c)
+{
+	int err;
+
+	__atomic_add_fetch(&c->inflight, 1, __ATOMIC_SEQ_CST);
+	if (__atomic_load_n(&c->aborted, __ATOMIC_SEQ_CST))
+		err = -ECANCELED;
+	else if ((err = __atomic_load_n(&c->initErr, __ATOMIC_ACQUIRE)))
+		;
+	else
+		err = __atomic_load_n(&c->asyncErr, __ATOMIC_ACQUIRE);
+	if (err)
+		__atomic_sub_fetch(&c->inflight, 1, __ATOMIC_RELEASE);
+	return err;
+}
+
+void nc_leave(struct nc_comm *c)
+{
+	__atomic_sub_fetch(&c->inflight, 1, __ATOMIC_RELEASE);
+}
+
+void nc_get(struct nc_comm *c)
+{
+	__atomic_add_fetch(&c->refs, 1, __ATOMIC_RELAXED);
+}
+
+void nc_put(struct nc_comm *c)
+{
+	if (__atomic_sub_fetch(&c->refs, 1, __ATOMIC_ACQ_REL))
+		return;
+	c->magic = 0;
+	pthread_mutex_destroy(&c->plock);
+	pthread_mutex_destroy(&c->elock);
+	pthread_cond_destroy(&c->tcond);
+	pthread_mutex_destroy(&c->tlock);
+	free(c->conn);
+	free(c->scratch);
+	free(c);
+}
+
+/* ------------------------------------------------------------------ */
+/* Running operations (on the thread holding the turn)                */
+/* ------------------------------------------------------------------ */
+
+size_t nc_dtype_size(int dtype)
+{
+	static const unsigned char sz[] = { 1, 1, 4, 4, 8, 8, 2, 4, 8, 2, 1, 1 };
+
+	return dtype >= 0 && dtype < (int)sizeof(sz) ? sz[dtype] : 0;
+}
+
+static float nc_bf16_to_float(uint16_t v)
+{
+	uint32_t u = (uint32_t)v << 16;
+	float f;
+
+	memcpy(&f, &u, sizeof(f));
+	return f;
+}
+
+/* Round to nearest even, NaN kept quiet. */
+static uint16_t nc_float_to_bf16(float f)
+{
+	uint32_t u;
+
+	memcpy(&u, &f, sizeof(u));
+	if ((u & 0x7fffffffU) > 0x7f800000U)
+		return (uint16_t)((u >> 16) | 0x40);
+	u += 0x7fffU + ((u >> 16) & 1);
+	return (uint16_t)(u >> 16);
+}
+
+/* dst[i] = src[i] * scalar, in the element type (NCCL's PreMulSum). */
+static int nc_scale(void *dst, const void *src, size_t n, int dtype,
+		    const void *scalar)
+{
+	size_t i;
+
+#define NC_SCALE(T)							\
+	do {								\
+		T s__, *d__ = dst;					\
+		const T *x__ = src;					\
+		memcpy(&s__, scalar, sizeof(T));			\
+		for (i = 0; i < n; i++)					\
+			d__[i] = (T)(x__[i] * s__);			\
+	} while (0)
+	switch (dtype) {
+	case ncclInt8: NC_SCALE(int8_t); break;
+	case ncclUint8: NC_SCALE(uint8_t); break;
+	case ncclInt32: NC_SCALE(int32_t); break;
+	case ncclUint32: NC_SCALE(uint32_t); break;
+	case ncclInt64: NC_SCALE(int64_t); break;
+	case ncclUint64: NC_SCALE(uint64_t); break;
+	case ncclFloat32: NC_SCALE(float); break;
+	case ncclFloat64: NC_SCALE(double); break;
+	case ncclFloat16: NC_SCALE(_Float16); break;
+	case ncclBfloat16: {
+		const uint16_t *x = src;
+		uint16_t s, *d = dst;
+		float sf;
+
+		memcpy(&s, scalar, sizeof(s));
+		sf = nc_bf16_to_float(s);
+		for (i = 0; i < n; i++)
+			d[i] = nc_float_to_bf16(nc_bf16_to_float(x[i]) * sf);
+		break;
+	}
+	default:
+		return -EINVAL;
+	}
+#undef NC_SCALE
+	return 0;
+}
+
+static int nc_scratch(struct nc_comm *c, size_t bytes, void **out)
+{
+	void *p;
+
+	if (bytes > c->scratchBytes) {
+		p = realloc(c->scratch, bytes);
+		if (!p)
+			return -ENOMEM;
+		c->scratch = p;
+		c->scratchBytes = bytes;
+	}
+	*out = c->scratch;
+	return 0;
+}
+
+static int nc_coll(struct nc_comm *c, struct mlap2p_comm *m,
+		   const struct nc_op *o)
+{
+	const void *sbuf = o->sbuf;
+	int op = o->op, ret;
+
+	if (op >= ncclNumOps) {
+		struct nc_premul pm;
+		size_t n = o->kind == NC_REDUCESCATTER ?
+			o->count * (size_t)c->nranks : o->count;
+		void *tmp = NULL;
+
+		pthread_mutex_lock(&c->plock);
+		pm = c->premul[op - ncclNumOps];
+		pthread_mutex_unlock(&c->plock);
+		if (!pm.used)
+			return -EINVAL;
+		if (n) {
+			ret = nc_scratch(c, n * nc_dtype_size(o->dtype), &tmp);
+			if (!ret)
+				ret = nc_scale(tmp, o->sbuf, n, o->dtype,
+					       pm.residence == ncclScalarDevice ?
+					       pm.ptr : pm.imm);
+			if (ret)
+				return ret;
+		}
+		sbuf = tmp;
+		op = ncclSum;
+	}
+	switch (o->kind) {
+	case NC_ALLREDUCE:
+		return mlap2p_all_reduce(m, sbuf, o->rbuf, o->count, o->dtype,
+					 op);
+	case NC_BROADCAST:
+		return mlap2p_broadcast(m, sbuf, o->rbuf, o->count, o->dtype,
+					o->root);
+	case NC_REDUCE:
+		return mlap2p_reduce(m, sbuf, o->rbuf, o->count, o->dtype, op,
+				     o->root);
+	case NC_ALLGATHER:
+		return mlap2p_all_gather(m, sbuf, o->rbuf, o->count, o->dtype);
+	case NC_REDUCESCATTER:
+		return mlap2p_reduce_scatter(m, sbuf, o->rbuf, o->count,
+					     o->dtype, op);
+	case NC_ALLTOALL:
+		return mlap2p_all_to_all(m, sbuf, o->rbuf, o->count, o->dtype);
+	}
+	return -EINVAL;
+}
+
+/* Connect, on channel 0, every direction the batch needs and lacks. */
+static int nc_connect(struct nc_comm *c, struct mlap2p_comm *m,
+		      const struct nc_op *ops, int n)
+{
+	int *send = NULL, *recv = NULL, ns = 0, nr = 0, i, ch, ret = 0;
+	unsigned char *want;
+	struct mlap2p_conn_desc d;
+
+	want = calloc((size_t)c->nranks, 1);
+	if (!want)
+		return -ENOMEM;
+	for (i = 0; i < n; i++)
+		if ((ops[i].kind == NC_SEND || ops[i].kind == NC_RECV) &&
+		    ops[i].root != c->rank)
+			want[ops[i].root] = 3;	/* both ways: the peer agrees */
+	for (i = 0; i < c->nranks; i++) {
+		if (!want[i])
+			continue;
+		/* Whatever a ring or earlier call already connected. */
+		for (ch = 0; ch < 32 && (c->conn[i] & 3) != 3; ch++) {
+			if (!(c->conn[i] & 1) &&
+			    !mlap2p_conn_get(m, ch, i, MLAP2P_DIR_SEND, &d))
+				c->conn[i] |= 1;
+			if (!(c->conn[i] & 2) &&
+			    !mlap2p_conn_get(m, ch, i, MLAP2P_DIR_RECV, &d))
+				c->conn[i] |= 2;
+		}
+		want[i] &= (unsigned char)~c->conn[i];
+		ns += want[i] & 1;
+		nr += (want[i] >> 1) & 1;
+	}
+	if (ns + nr) {
+		send = calloc((size_t)ns + 1, sizeof(int));
+		recv = calloc((size_t)nr + 1, sizeof(int));
+		if (!send || !recv) {
+			ret = -ENOMEM;
+			goto out;
+		}
+		ns = nr = 0;
+		for (i = 0; i < c->nranks; i++) {
+			if (want[i] & 1)
+				send[ns++] = i;
+			if (want[i] & 2)
+				recv[nr++] = i;
+		}
+		ret = mlap2p_connect_peers(m, 1, nr, recv, ns, send);
+		if (!ret)
+			for (i = 0; i < c->nranks; i++)
+				c->conn[i] |= want[i];
+	}
+out:
+	free(send);
+	free(recv);
+	free(want);
+	return ret;
+}
+
+/* Sends to self meet receives from self in order. */
+static int nc_self(struct nc_comm *c, const struct nc_op *ops, int n)
+{
+	int i, j = 0;
+	size_t bytes;
+
+	for (i = 0; i < n; i++) {
+		if (ops[i].kind != NC_SEND || ops[i].root != c->rank)
+			continue;
+		for (; j < n; j++)
+			if (ops[j].kind == NC_RECV && ops[j].root == c->rank)
+				break;
+		if (j == n)
+			return -EINVAL;
+		bytes = ops[i].count * nc_dtype_size(ops[i].dtype);
+		if (bytes != ops[j].count * nc_dtype_size(ops[j].dtype))
+			return -EINVAL;
+		if (bytes)
+			memmove(ops[j].rbuf, ops[i].sbuf, bytes);
+		j++;
+	}
+	for (; j < n; j++)
+		if (ops[j].kind == NC_RECV && ops[j].root == c->rank)
+			return -EINVAL;
+	return 0;
+}
+
+/*
+ * One batch: its collectives in order, then its send/recv together in one
+ * libmlap2p group (so every rank schedules a mixed group alike).
+ */
+static int nc_ops_run(struct nc_comm *c, const struct nc_op *ops, int n)
+{
+	struct mlap2p_comm *m = __atomic_load_n(&c->comm, __ATOMIC_ACQUIRE);
+	int i, p2p = 0, ret = 0, r;
+
+	for (i = 0; i < n && !ret; i++) {
+		if (ops[i].kind == NC_SEND || ops[i].kind == NC_RECV)
+			p2p++;
+		else
+			ret = nc_coll(c, m, &ops[i]);
+	}
+	if (ret || !p2p)
+		return ret;
+	ret = nc_connect(c, m, ops, n);
+	if (ret)
+		return ret;
+	ret = nc_self(c, ops, n);
+	if (ret)
+		return ret;
+	mlap2p_group_start();
+	for (i = 0; i < n; i++) {
+		size_t bytes = ops[i].count * nc_dtype_size(ops[i].dtype);
+
+		if (ops[i].root == c->rank)
+			continue;
+		if (ops[i].kind == NC_SEND)
+			r = mlap2p_send(m, ops[i].sbuf, bytes, ops[i].root);
+		else if (ops[i].kind == NC_RECV)
+			r = mlap2p_recv(m, ops[i].rbuf, bytes, ops[i].root);
+		else
+			r = 0;
+		if (r && !ret)
+			ret = r;
+	}
+	r = mlap2p_group_end();
+	return ret ? ret : r;
+}
+
+static int nc_batch_run(struct nc_batch *b, int async)
+{
+	struct nc_comm *c = b->c;
+	int err;
+
+	nc_turn_wait(c, b->ticket);
+	err = nc_enter(c);
+	if (!err) {
+		err = nc_ops_run(c, b->ops, b->nops);
+		if (err) {
+			const char *t = mlap2p_last_error();
+			char buf[NC_ERR_LEN];
+
+			snprintf(buf, sizeof(buf), "%s%s%s",
+				 mlap2p_strerror(err), t && *t ? ": " : "",
+				 t ? t : "");
+			nc_keep_text(c, buf);
+			/* Argument errors on the caller's own thread do not
+			 * break the communicator; anything else does. */
+			if (async || mlap2p_nccl_result(err) !=
+			    ncclInvalidArgument) {
+				int zero = 0;
+
+				__atomic_compare_exchange_n(&c->asyncErr, &zero,
+							    err, 0,
+							    __ATOMIC_ACQ_REL,
+							    __ATOMIC_ACQUIRE);
+			}
+		}
+		nc_leave(c);
+	}
+	nc_turn_done(c, b->ticket);
+	return err;
+}
+
+static void *nc_batch_thread(void *arg)
+{
+	struct nc_batch *b = arg;
+
+	return (void *)(intptr_t)nc_batch_run(b, 1);
+}
+
+int nc_run_batches(struct nc_batch *b, int nb, int async)
+{
+	pthread_t *tid = NULL;
+	int i, err, r, started = 0;
+	void *res;
+
+	if (nb == 1)
+		return nc_batch_run(&b[0], async);
+	/* Several communicators at once (ranks of one clique): each needs
+	 * its own thread, as in-process ranks progress together. */
+	tid = calloc((size_t)nb, sizeof(*tid));
+	if (tid)
+		for (started = 1; started < nb; started++)
+			if (pthread_create(&tid[started], NULL,
+					   nc_batch_thread, &b[started]))
+				break;
+	err = nc_batch_run(&b[0], async);
+	for (i = 1; i < started; i++) {
+		pthread_join(tid[i], &res);
+		r = (int)(intptr_t)res;
+		if (r && !err)
+			err = r;
+	}
+	/* Batches no thread could take still run, in order. */
+	for (i = started > 0 ? started : 1; i < nb; i++) {
+		r = nc_batch_run(&b[i], async);
+		if (r && !err)
+			err = r;
+	}
+	free(tid);
+	return err;
+}
+
+void nc_item_free(struct nc_item *it)
+{
+	int i;
+
+	for (i = 0; i < it->nb; i++) {
+		nc_put(it->b[i].c);
+		if (!it->packed)
+			free(it->b[i].ops);
+	}
+	if (!it->packed)
+		free(it->b);
+	free(it);
+}
+
+/* ------------------------------------------------------------------ */
+/* Posting                                                            */
+/* ------------------------------------------------------------------ */
+
+static int nc_valid_op(struct nc_comm *c, int op, int dtype)
+{
+	int ok;
+
+	if (op >= 0 && op < ncclNumOps)
+		return 1;
+	if (op < ncclNumOps || op >= ncclNumOps + NC_MAX_PREMUL)
+		return 0;
+	pthread_mutex_lock(&c->plock);
+	ok = c->premul[op - ncclNumOps].used &&
+	     c->premul[op - ncclNumOps].dtype == dtype;
+	pthread_mutex_unlock(&c->plock);
+	return ok;
+}
+
+/* Which buffers a rank's call reads and writes (NCCL: only the root's
+ * send buffer of a broadcast and receive buffer of a reduce). */
+static int nc_needs_send(const struct nc_comm *c, const struct nc_op *o)
+{
+	return o->kind != NC_RECV &&
+	       !(o->kind == NC_BROADCAST && o->root != c->rank);
+}
+
+static int nc_needs_recv(const struct nc_comm *c, const struct nc_op *o)
+{
+	return o->kind != NC_SEND &&
+	       !(o->kind == NC_REDUCE && o->root != c->rank);
+}
+
+static const char *const nc_names[] = {
+	"ncclAllReduce", "ncclBroadcast", "ncclReduce", "ncclAllGather",
+	"ncclReduceScatter", "ncclAlltoAll", "ncclSend", "ncclRecv",
+};
+
+static ncclResult_t nc_post(ncclComm_t comm, struct nc_op *o,
+			    cudaStream_t stream)
+{
+	struct mlap2p_stream *s = (struct mlap2p_stream *)(void *)stream;
+	struct nc_comm *c = nc_of(comm);
+	const char *name = nc_names[o->kind];
+	ncclResult_t res;
+	int err;
+
+	if (!c)
+		res = nc_fail(NULL, -EINVAL, "%s: invalid communicator", name);
+	else if (!nc_dtype_size(o->dtype))
+		res = nc_fail(c, -EINVAL, "%s: invalid datatype %d", name,
+			      o->dtype);
+	else if ((o->kind == NC_ALLREDUCE || o->kind == NC_REDUCE ||
+		  o->kind == NC_REDUCESCATTER) && !nc_valid_op(c, o->op,
+							       o->dtype))
+		res = nc_fail(c, -EINVAL, "%s: invalid reduction operation %d",
+			      name, o->op);
+	else if ((o->kind == NC_BROADCAST || o->kind == NC_REDUCE ||
+		  o->kind == NC_SEND || o->kind == NC_RECV) &&
+		 (o->root < 0 || o->root >= c->nranks))
+		res = nc_fail(c, -EINVAL, "%s: invalid %s %d (nranks %d)", name,
+			      o->kind >= NC_SEND ? "peer" : "root", o->root,
+			      c->nranks);
+	else if (o->count && ((nc_needs_send(c, o) && !o->sbuf) ||
+			      (nc_needs_recv(c, o) && !o->rbuf)))
+		res = nc_fail(c, -EINVAL, "%s: NULL buffer with count %zu",
+			      name, o->count);
+	else
+		res = ncclSuccess;
+	if (res != ncclSuccess) {
+		if (nc_grp.depth && nc_grp.err == ncclSuccess)
+			nc_grp.err = res;
+		return res;
+	}
+	if (nc_grp.depth) {
+		if (nc_grow((void **)&nc_grp.ops, &nc_grp.cap, nc_grp.n + 1,
+			    sizeof(*nc_grp.ops))) {
+			res = nc_fail(c, -ENOMEM, "%s: out of memory", name);
+			if (nc_grp.err == ncclSuccess)
+				nc_grp.err = res;
+			return res;
+		}
+		nc_grp.ops[nc_grp.n].s = s;
+		nc_grp.ops[nc_grp.n].c = c;
+		nc_grp.ops[nc_grp.n].op = *o;
+		nc_grp.n++;
+		return ncclSuccess;
+	}
+	if (!s) {
+		struct nc_batch b = { .c = c, .nops = 1, .ops = o };
+
+		b.ticket = nc_ticket(c);
+		err = nc_run_batches(&b, 1, 0);
+		return err ? mlap2p_nccl_result(err) : ncclSuccess;
+	} else {
+		/* One allocation: the item, its batch and the op. */
+		struct nc_packed {
+			struct nc_item it;
+			struct nc_batch b;
+			struct nc_op op;
+		} *p = malloc(sizeof(*p));
+		struct nc_item *it;
+
+		if (!p)
+			return nc_fail(c, -ENOMEM, "%s: out of memory", name);
+		memset(&p->it, 0, sizeof(p->it));
+		memset(&p->b, 0, sizeof(p->b));
+		it = &p->it;
+		it->packed = 1;
+		it->b = &p->b;
+		it->nb = 1;
+		p->op = *o;
+		p->b.ops = &p->op;
+		p->b.nops = 1;
+		p->b.c = c;
+		nc_get(c);
+		err = nc_stream_post(s, it);
+		if (err) {
+			nc_item_free(it);
+			return nc_fail(c, err, "%s: the stream is being destroyed",
+				       name);
+		}
+		return ncclSuccess;
+	}
+}
+
+NC_EXPORT ncclResult_t pncclAllReduce(const void *sendbuff, void *recvbuff,
+				      size_t count, ncclDataType_t datatype,
+				      ncclRedOp_t op, ncclComm_t comm,
+				      cudaStream_t stream)
+{
+	struct nc_op o = { NC_ALLREDUCE, datatype, op, 0, sendbuff, recvbuff,
+			   count };
+
+	return nc_post(comm, &o, stream);
+}
+NC_ALIAS(ncclAllReduce);
+
+NC_EXPORT ncclResult_t pncclBroadcast(const void *sendbuff, void *recvbuff,
+				      size_t count, ncclDataType_t datatype,
+				      int root, ncclComm_t comm,
+				      cudaStream_t stream)
+{
+	struct nc_op o = { NC_BROADCAST, datatype, 0, root, sendbuff,
+			   recvbuff, count };
+
+	return nc_post(comm, &o, stream);
+}
+NC_ALIAS(ncclBroadcast);
+
+NC_EXPORT ncclResult_t pncclBcast(void *buff, size_t count,
+				  ncclDataType_t datatype, int root,
+				  ncclComm_t comm, cudaStream_t stream)
+{
+	return pncclBroadcast(buff, buff, count, datatype, root, comm, stream);
+}
+NC_ALIAS(ncclBcast);
+
+NC_EXPORT ncclResult_t pncclReduce(const void *sendbuff, void *recvbuff,
+				   size_t count, ncclDataType_t datatype,
+				   ncclRedOp_t op, int root, ncclComm_t comm,
+				   cudaStream_t stream)
+{
+	struct nc_op o = { NC_REDUCE, datatype, op, root, sendbuff, recvbuff,
+			   count };
+
+	return nc_post(comm, &o, stream);
+}
+NC_ALIAS(ncclReduce);
+
+NC_EXPORT ncclResult_t pncclAllGather(const void *sendbuff, void *recvbuff,
+				      size_t sendcount,
+				      ncclDataType_t datatype,
+				      ncclComm_t comm, cudaStream_t stream)
+{
+	struct nc_op o = { NC_ALLGATHER, datatype, 0, 0, sendbuff, recvbuff,
+			   sendcount };
+
+	return nc_post(comm, &o, stream);
+}
+NC_ALIAS(ncclAllGather);
+
+NC_EXPORT ncclResult_t pncclReduceScatter(const void *sendbuff,
+					  void *recvbuff, size_t recvcount,
+					  ncclDataType_t datatype,
+					  ncclRedOp_t op, ncclComm_t comm,
+					  cudaStream_t stream)
+{
+	struct nc_op o = { NC_REDUCESCATTER, datatype, op, 0, sendbuff,
+			   recvbuff, recvcount };
+
+	return nc_post(comm, &o, stream);
+}
+NC_ALIAS(ncclReduceScatter);
+
+NC_EXPORT ncclResult_t pncclAlltoAll(const void *sendbuff, void *recvbuff,
+				     size_t count, ncclDataType_t datatype,
+				     ncclComm_t comm, cudaStream_t stream)
+{
+	struct nc_op o = { NC_ALLTOALL, datatype, 0, 0, sendbuff, recvbuff,
+			   count };
+
+	return nc_post(comm, &o, stream);
+}
+NC_ALIAS(ncclAlltoAll);
+
+NC_EXPORT ncclResult_t pncclSend(const void *sendbuff, size_t count,
+				 ncclDataType_t datatype, int peer,
+				 ncclComm_t comm, cudaStream_t stream)
+{
+	struct nc_op o = { NC_SEND, datatype, 0, peer, sendbuff, NULL, count };
+
+	return nc_post(comm, &o, stream);
+}
+NC_ALIAS(ncclSend);
+
+NC_EXPORT ncclResult_t pncclRecv(void *recvbuff, size_t count,
+				 ncclDataType_t datatype, int peer,
+				 ncclComm_t comm, cudaStream_t stream)
+{
+	struct nc_op o = { NC_RECV, datatype, 0, peer, NULL, recvbuff, count };
+
+	return nc_post(comm, &o, stream);
+}
+NC_ALIAS(ncclRecv);
