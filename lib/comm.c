@@ -324,7 +324,8 @@ static int mlap2p_comm_setup(struct ncclComm *comm,
 	ret = mlap2p_bootstrap_init(comm, id);
 	if (ret)
 		return ret;
-	return mlap2p_topo_compute(comm);
+	ret = mlap2p_topo_compute(comm);
+	return ret ? ret : mlap2p_topo_channels(comm);
 }
 
 MLAP2P_EXPORT int mlap2p_get_unique_id(struct mlap2p_unique_id *id)

@@ -18,7 +18,7 @@
 #include "rt/rt.h"
 #include "util.h"
 
-#define MAXCHANNELS		32	/* channel masks are uint32_t */
+#define MAXCHANNELS		MLAP2P_MAXCHANNELS /* masks are uint32_t */
 
 struct mlap2p_bootstrap;
 struct mlap2p_import;
@@ -103,6 +103,12 @@ struct ncclComm {
 
 	struct ncclChannel channels[MAXCHANNELS];
 	int nChannels;			/* highest channel used + 1 */
+	/* Channel counts, mlap2p_topo_channels(): the rings collectives
+	 * use, and NCCL's P2P channels (send/recv) and their share per
+	 * peer. */
+	int nRings;
+	int p2pnChannels;
+	int p2pnChannelsPerPeer;
 	uint32_t *connectSend;		/* nRanks channel masks, pending */
 	uint32_t *connectRecv;
 	void *devMem;			/* region holding every devPeers */

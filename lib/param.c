@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <limits.h>
 #include <pthread.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -242,6 +243,33 @@ static int mlap2p_env_p2p_level(int *level)
 			       MLAP2P_EDGE_POD, level);
 }
 
+/* Channel-count bounds, as NCCL names them (MLAP2P_MAXCHANNELS is ours). */
+static int mlap2p_params_channels(struct mlap2p_params *p)
+{
+	static const struct {
+		const char *name;
+		long def;
+		size_t off;
+	} v[] = {
+		{ "NCCL_MIN_NCHANNELS", 1, offsetof(struct mlap2p_params, minRings) },
+		{ "NCCL_MAX_NCHANNELS", MLAP2P_MAXCHANNELS, offsetof(struct mlap2p_params, maxRings) },
+		{ "NCCL_MIN_P2P_NCHANNELS", 1, offsetof(struct mlap2p_params, minP2p) },
+		{ "NCCL_MAX_P2P_NCHANNELS", MLAP2P_MAXCHANNELS, offsetof(struct mlap2p_params, maxP2p) },
+		{ "NCCL_NCHANNELS_PER_NET_PEER", 2, offsetof(struct mlap2p_params, netPerPeer) },
+	};
+	size_t i;
+	long x;
+	int ret;
+
+	for (i = 0; i < ARRAY_SIZE(v); i++) {
+		ret = mlap2p_env_int(v[i].name, 1, MLAP2P_MAXCHANNELS, v[i].def, &x);
+		if (ret)
+			return ret;
+		*(int *)((char *)p + v[i].off) = (int)x;
+	}
+	return 0;
+}
+
 int mlap2p_params_load(struct mlap2p_params *p)
 {
 	uint64_t ll, ll128, simple;
@@ -284,6 +312,9 @@ int mlap2p_params_load(struct mlap2p_params *p)
 	if (ret)
 		return ret;
 
+	ret = mlap2p_params_channels(p);
+	if (ret)
+		return ret;
 	if (mlap2p_env_get("NCCL_RINGS")) {
 		p->rings = strdup(getenv("NCCL_RINGS"));
 		if (!p->rings)

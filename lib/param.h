@@ -30,6 +30,9 @@ int mlap2p_env_enum(const char *name, const char *const *names, int nr,
 /* Timeouts in milliseconds: "500ms", "5s", "2" (seconds), "0" = forever. */
 int mlap2p_env_timeout(const char *name, long def_ms, long *out_ms);
 
+/* Channels a communicator has (core.h's MAXCHANNELS is this). */
+#define MLAP2P_MAXCHANNELS	32
+
 /* Per communicator snapshot of the environment, taken at init. */
 struct mlap2p_params {
 	int p2pDisable;			/* NCCL_P2P_DISABLE */
@@ -38,6 +41,9 @@ struct mlap2p_params {
 	int buffSizes[NCCL_NUM_PROTOCOLS]; /* NCCL_LL/LL128_BUFFSIZE, NCCL_BUFFSIZE */
 	long bootstrapTimeoutMs;	/* MLAP2P_BOOTSTRAP_TIMEOUT, 0 = none */
 	char *rings;			/* NCCL_RINGS (strdup) or NULL */
+	/* NCCL_MIN/MAX_NCHANNELS, NCCL_MIN/MAX_P2P_NCHANNELS,
+	 * NCCL_NCHANNELS_PER_NET_PEER: mlap2p_topo_channels(). */
+	int minRings, maxRings, minP2p, maxP2p, netPerPeer;
 };
 
 int mlap2p_params_load(struct mlap2p_params *p);

@@ -25,6 +25,7 @@
 
 #include "topo.h"
 #include "log.h"
+#include "param.h"
 #include "rt/rt.h"
 #include "util.h"
 
@@ -404,4 +405,67 @@ int mlap2p_topo_rings(struct ncclComm *comm, int nrings, int *order)
 		}
 	}
 	return ret;
+}
+
+static int pow2_up(int v)
+{
+	int p = 1;
+
+	while (p < v)
+		p <<= 1;
+	return p;
+}
+
+int mlap2p_topo_channels(struct ncclComm *comm)
+{
+	const struct mlap2p_params *pa = &comm->params;
+	int n = comm->nRanks, r, p2p, nr, per;
+
+	/* The ring search gives a ring and its reverse (mlap2p_topo_rings). */
+	nr = 2;
+	if (nr > pa->maxRings)
+		nr = pa->maxRings;
+	if (nr < pa->minRings)
+		nr = pa->minRings;
+	comm->nRings = nr;
+	/* As NCCL: min with the maximum first, then max with the minimum. */
+	nr = nr < pa->maxP2p ? nr : pa->maxP2p;
+	nr = nr > pa->minP2p ? nr : pa->minP2p;
+	comm->p2pnChannels = pow2_up(nr);
+	if (comm->p2pnChannels > MAXCHANNELS)
+		comm->p2pnChannels = MAXCHANNELS;
+	per = comm->p2pnChannels;
+	for (r = 0; r < n; r++) {
+		int want;
+
+		if (r == comm->rank)
+			continue;
+		p2p = 0;
+		if (!comm->params.p2pDisable &&
+		    ncclTopoCheckP2p(comm->topo, &comm->peerInfo[comm->rank],
+				     &comm->peerInfo[r], &p2p, NULL, NULL))
+			p2p = 0;
+		want = p2p ? 2 : pa->netPerPeer;
+		if (want < per)
+			per = want;
+	}
+	comm->p2pnChannelsPerPeer = pow2_up(per);
+	if (comm->p2pnChannelsPerPeer > comm->p2pnChannels)
+		comm->p2pnChannelsPerPeer = comm->p2pnChannels;
+	INFO(NCCL_INIT | NCCL_GRAPH, "%d coll channels, %d p2p channels, %d p2p channels per peer",
+	     comm->nRings, comm->p2pnChannels, comm->p2pnChannelsPerPeer);
+	return 0;
+}
+
+/*
+ * As NCCL spreads peers over the P2P channels: the pair at distance
+ * (recv - send) mod n starts at that distance times the share per peer,
+ * so that different peers use different channels where there are enough.
+ */
+int mlap2p_p2p_channel(const struct ncclComm *comm, int send, int recv,
+		       int i)
+{
+	int n = comm->nRanks, delta = ((recv - send) % n + n) % n;
+
+	return (delta * comm->p2pnChannelsPerPeer + i) % comm->p2pnChannels;
 }

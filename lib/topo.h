@@ -24,6 +24,18 @@ ncclResult_t ncclTopoCheckP2p(struct ncclTopoSystem *topo,
  * ring r.  NCCL_RINGS overrides the search.  0 or -errno.
  */
 int mlap2p_topo_rings(struct ncclComm *comm, int nrings, int *order);
+/*
+ * The channel counts of NCCL's ncclTopoComputeP2pChannels, on this
+ * topology: comm->nRings (NCCL_MIN_NCHANNELS .. NCCL_MAX_NCHANNELS around
+ * 2, a ring and its reverse), comm->p2pnChannels (that, within
+ * NCCL_MIN_P2P_NCHANNELS .. NCCL_MAX_P2P_NCHANNELS, rounded up to a power
+ * of 2) and comm->p2pnChannelsPerPeer (the fewest any peer takes: 2 over
+ * P2P, NCCL_NCHANNELS_PER_NET_PEER over NET; a power of 2).  0 or -EINVAL.
+ */
+int mlap2p_topo_channels(struct ncclComm *comm);
+/* The @i-th of the p2pnChannelsPerPeer channels from @send to @recv. */
+int mlap2p_p2p_channel(const struct ncclComm *comm, int send, int recv,
+		       int i);
 /* 0 if NCCL_RINGS (@str) is valid for @nranks, else a WARN and -EINVAL. */
 int mlap2p_rings_check(const char *str, int nranks);
 

@@ -249,11 +249,14 @@ static void gen(void *buf, size_t count, int dt, int r, int k)
 	}
 }
 
+#define CHUNK 4096	/* MLAP2P_COLL_CHUNK, env_defaults() */
+
 struct ctx {
 	int n, rank, dt, op, root, kind;
-	size_t count, es, E;
+	size_t count, es;
 	int oneshot;
-	int order[MAXR];
+	int nrings;			/* channels with a ring, at most 4 */
+	int rings[4][MAXR];		/* mlap2p_ring_get(comm, k) */
 	unsigned char *in[MAXR];	/* every rank's input (regenerated) */
 };
 
@@ -284,10 +287,57 @@ static void fold(struct ctx *c, unsigned char *dst, const int *ranks,
 		mlap2p_divide(dst, len, c->dt, c->n);
 }
 
+/* The ring all-reduce of one lane: [off, off + cnt) over ring @order. */
+static void expect_ar(struct ctx *c, unsigned char *want, const int *order,
+		      size_t off, size_t cnt, size_t E)
+{
+	int n = c->n, ranks[MAXR], k, b;
+
+	for (size_t base = 0; base < cnt; base += (size_t)n * E) {
+		size_t rem = cnt - base, cs;
+
+		if (rem > (size_t)n * E)
+			rem = (size_t)n * E;
+		cs = (rem + n - 1) / n;
+		if (cs > E)
+			cs = E;
+		for (b = 0; b < n; b++) {
+			size_t lo = (size_t)b * cs, hi = lo + cs;
+
+			if (lo > rem)
+				lo = rem;
+			if (hi > rem)
+				hi = rem;
+			for (k = 0; k < n; k++)
+				ranks[k] = order[(b + k) % n];
+			fold(c, want + (off + base + lo) * c->es, ranks,
+			     off + base + lo, hi - lo);
+		}
+	}
+}
+
+/*
+ * The lanes of a ring collective, as the header documents them: L =
+ * min(rings, bytes / chunk, 4), at least 1; lane k takes elements
+ * [count*k/L, count*(k+1)/L) over ring k with chunks of (chunk/L rounded
+ * down to 64 bytes).
+ */
+static int lanes(const struct ctx *c)
+{
+	size_t l = c->count * c->es / CHUNK;
+
+	if (l > (size_t)c->nrings)
+		l = (size_t)c->nrings;
+	if (l > 4)
+		l = 4;
+	return l ? (int)l : 1;
+}
+
 static void expect(struct ctx *c, unsigned char *want)
 {
-	int n = c->n, ranks[MAXR], k, b, q;
+	int n = c->n, ranks[MAXR], k, q, L = lanes(c), l;
 	size_t es = c->es, cnt = c->count;
+	size_t E = ((CHUNK / (size_t)L) & ~(size_t)63) / es;
 
 	if (n == 1) {
 		memcpy(want, c->in[0], cnt * es);
@@ -302,43 +352,41 @@ static void expect(struct ctx *c, unsigned char *want)
 			fold(c, want, ranks, 0, cnt);
 			break;
 		}
-		for (size_t base = 0; base < cnt; base += (size_t)n * c->E) {
-			size_t rem = cnt - base, cs;
+		for (l = 0; l < L; l++) {
+			size_t off = cnt * (size_t)l / (size_t)L;
 
-			if (rem > (size_t)n * c->E)
-				rem = (size_t)n * c->E;
-			cs = (rem + n - 1) / n;
-			if (cs > c->E)
-				cs = c->E;
-			for (b = 0; b < n; b++) {
-				size_t lo = (size_t)b * cs, hi = lo + cs;
-
-				if (lo > rem)
-					lo = rem;
-				if (hi > rem)
-					hi = rem;
-				for (k = 0; k < n; k++)
-					ranks[k] = c->order[(b + k) % n];
-				fold(c, want + (base + lo) * es, ranks,
-				     base + lo, hi - lo);
-			}
+			expect_ar(c, want, c->rings[l], off,
+				  cnt * (size_t)(l + 1) / (size_t)L - off, E);
 		}
 		break;
 	case C_RS:
 		contribs(c, cnt * n);
-		for (q = 0; q < n && c->order[q] != c->rank; q++)
-			;
-		for (k = 0; k < n; k++)
-			ranks[k] = c->order[(q + 1 + k) % n];
-		fold(c, want, ranks, (size_t)c->rank * cnt, cnt);
+		for (l = 0; l < L; l++) {
+			size_t off = cnt * (size_t)l / (size_t)L;
+			const int *order = c->rings[l];
+
+			for (q = 0; q < n && order[q] != c->rank; q++)
+				;
+			for (k = 0; k < n; k++)
+				ranks[k] = order[(q + 1 + k) % n];
+			fold(c, want + off * es, ranks,
+			     (size_t)c->rank * cnt + off,
+			     cnt * (size_t)(l + 1) / (size_t)L - off);
+		}
 		break;
 	case C_REDUCE:
 		contribs(c, cnt);
-		for (q = 0; q < n && c->order[q] != c->root; q++)
-			;
-		for (k = 0; k < n; k++)
-			ranks[k] = c->order[(q + 1 + k) % n];
-		fold(c, want, ranks, 0, cnt);
+		for (l = 0; l < L; l++) {
+			size_t off = cnt * (size_t)l / (size_t)L;
+			const int *order = c->rings[l];
+
+			for (q = 0; q < n && order[q] != c->root; q++)
+				;
+			for (k = 0; k < n; k++)
+				ranks[k] = order[(q + 1 + k) % n];
+			fold(c, want + off * es, ranks, off,
+			     cnt * (size_t)(l + 1) / (size_t)L - off);
+		}
 		break;
 	case C_BCAST:
 		memcpy(want, c->in[c->root], cnt * es);
@@ -397,7 +445,7 @@ struct matrix {
 
 static size_t pick_count(int which, int n, int dt, int big)
 {
-	size_t E = 4096 / mlap2p_dtype_size(dt);
+	size_t E = CHUNK / mlap2p_dtype_size(dt);
 
 	switch (which) {
 	case 0: return 0;
@@ -455,7 +503,6 @@ static int matrix_body(struct job *j, int rank, struct mlap2p_comm *comm)
 		c.kind = kind;
 		c.count = count;
 		c.es = mlap2p_dtype_size(dt);
-		c.E = 4096 / c.es;
 		cb = count * c.es;
 		sizes(kind, n, cb, &ib, &ob);
 		c.oneshot = (m->oneshot == 1 && cb <= 4096) ||
@@ -484,7 +531,11 @@ static int matrix_body(struct job *j, int rank, struct mlap2p_comm *comm)
 				mlap2p_strerror(ret), mlap2p_last_error());
 			return 22;
 		}
-		if (n > 1 && mlap2p_ring_get(comm, 0, c.order, NULL, NULL))
+		for (c.nrings = 0; n > 1 && c.nrings < 4 &&
+		     !mlap2p_ring_get(comm, c.nrings, c.rings[c.nrings], NULL,
+				      NULL); c.nrings++)
+			;
+		if (n > 1 && !c.nrings)
 			return 23;
 		if (kind == C_REDUCE && rank != root)
 			continue;
@@ -631,6 +682,89 @@ TEST_F_TIMEOUT(solo, all_reduce_64MiB_2_threads, 240)
 	unsetenv("MLAP2P_COLL_CHUNK");	/* the default, 2 MiB */
 	setenv("NCCL_BUFFSIZE", "4M", 1);
 	ASSERT_EQ(0, job_run(&j, 230));
+}
+
+/* ---- channels: every ring carries data ------------------------------- */
+
+struct chans {
+	int want;		/* rings the communicator should have */
+};
+
+static int chan_body(struct job *j, int rank, struct mlap2p_comm *comm)
+{
+	const struct chans *w = j->arg;
+	static float b[MAXR][1 << 16];
+	int order[MAXR], prev, next, ch, n = j->n;
+	size_t i;
+
+	for (i = 0; i < 1 << 16; i++)
+		b[rank][i] = (float)(i % 1000 + (size_t)rank);
+	if (mlap2p_all_reduce(comm, b[rank], b[rank], 1 << 16, MLAP2P_FLOAT32,
+			      MLAP2P_SUM))
+		return 40;
+	for (i = 0; i < 1 << 16; i++)
+		if (b[rank][i] != (float)(n * (i % 1000)) + (float)(n * (n - 1) / 2))
+			return 41;
+	for (ch = 0; ch < w->want; ch++) {
+		struct mlap2p_conn_desc s, r;
+
+		if (mlap2p_ring_get(comm, ch, order, &prev, &next) ||
+		    mlap2p_conn_get(comm, ch, next, MLAP2P_DIR_SEND, &s) ||
+		    mlap2p_conn_get(comm, ch, prev, MLAP2P_DIR_RECV, &r))
+			return 42;
+		/* 256 KiB in 4 KiB chunks over the lanes: steps on each. */
+		if (!s.host->conn.step || !r.host->conn.step) {
+			fprintf(stderr, "# rank %d: channel %d: send step %llu, recv step %llu\n",
+				rank, ch, (unsigned long long)s.host->conn.step,
+				(unsigned long long)r.host->conn.step);
+			return 43;
+		}
+	}
+	if (mlap2p_ring_get(comm, w->want, order, &prev, &next) != -ENOTCONN)
+		return 44;
+	return 0;
+}
+
+FIXTURE(chan) {
+	struct job j;
+	struct chans w;
+};
+
+FIXTURE_VARIANT(chan) {
+	int n, threads, want;
+	const char *min, *max;
+};
+
+/* The default: a ring and its reverse (NCCL_MIN/MAX_NCHANNELS). */
+FIXTURE_VARIANT_ADD(chan, t3_default) { .n = 3, .threads = 1, .want = 2 };
+FIXTURE_VARIANT_ADD(chan, p2_default) { .n = 2, .want = 2 };
+FIXTURE_VARIANT_ADD(chan, t4_max1) { .n = 4, .threads = 1, .want = 1, .max = "1" };
+FIXTURE_VARIANT_ADD(chan, t3_min4) { .n = 3, .threads = 1, .want = 4, .min = "4" };
+
+FIXTURE_SETUP(chan)
+{
+	env_defaults();
+	if (variant->min)
+		setenv("NCCL_MIN_NCHANNELS", variant->min, 1);
+	if (variant->max)
+		setenv("NCCL_MAX_NCHANNELS", variant->max, 1);
+	memset(&self->j, 0, sizeof(self->j));
+	self->w.want = variant->want;
+	self->j.n = variant->n;
+	self->j.threads = variant->threads;
+	self->j.fn = chan_body;
+	self->j.arg = &self->w;
+}
+
+FIXTURE_TEARDOWN(chan)
+{
+	unsetenv("NCCL_MIN_NCHANNELS");
+	unsetenv("NCCL_MAX_NCHANNELS");
+}
+
+TEST_F_TIMEOUT(chan, every_ring_carries_data, 60)
+{
+	ASSERT_EQ(0, job_run(&self->j, 50));
 }
 
 /* ---- argument checks ------------------------------------------------- */

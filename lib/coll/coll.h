@@ -74,6 +74,7 @@ enum {
 #define DEF_CHUNK	(2UL << 20)
 #define DEF_ONESHOT_MAX	(64UL << 10)
 #define PAIRS_MAX	64	/* ranks all-to-all and one-shot take */
+#define LANES_MAX	4	/* channels one collective's rings use */
 
 /* Per communicator (comm->coll). */
 struct coll {
@@ -81,6 +82,9 @@ struct coll {
 	struct mlap2p_comm *api;
 	int n, rank, pos, prev, next;
 	int *order;			/* ring of channel 0 */
+	int nrings;			/* channels with a ring, 0 .. */
+	int *orders;			/* [ring * n + i], nrings rings */
+	int *poss;			/* [ring]: our place in it */
 	uint32_t seq;			/* collectives started */
 	unsigned int algoMask;		/* NCCL_ALGO */
 	size_t chunk;			/* MLAP2P_COLL_CHUNK */
@@ -98,6 +102,30 @@ struct coll {
 	/* Non-blocking collectives not finished yet, in call order. */
 	struct nbop *pendHead, *pendTail;
 	int64_t nextCheck;
+};
+
+/*
+ * One ring of a collective: the slice of the data (of each rank's block,
+ * for all-gather and reduce-scatter) that one channel's ring carries, as
+ * NCCL's channels do.  Its units go over that channel only.
+ */
+struct lane {
+	int ch;				/* channel, and so the ring */
+	int pos, prev, next;		/* on that ring */
+	const int *order;
+	size_t off, count;		/* elements: where the slice starts */
+	const char *in;			/* o->in + off elements */
+	char *out;			/* o->out + off elements */
+	char *scratch;			/* its R and P slots */
+	size_t chunk;			/* bytes per unit, at most */
+	uint64_t nsend, nrecv, T;
+	uint64_t sPost, sDone, rPost, rDone;
+	struct mlap2p_request *sreq[WIN], *rreq[WIN];
+	int sRel[WIN], sP[WIN];		/* slots a send frees at its end */
+	int64_t rslot[NSLOTS];		/* receive unit in R slot s, or -1 */
+	int64_t pslot[NSLOTS];		/* send unit in P slot s, or -1 */
+	size_t E;			/* chunk elements */
+	int d;				/* chain distance from root */
 };
 
 /* One collective in progress. */
@@ -121,15 +149,9 @@ struct cop {
 	int bad, badA, badB;
 	uint64_t descA[2], descB[2];
 
-	/* ring units */
-	uint64_t nsend, nrecv, T;
-	uint64_t sPost, sDone, rPost, rDone;
-	struct mlap2p_request *sreq[WIN], *rreq[WIN];
-	int sRel[WIN], sP[WIN];		/* slots a send frees at its end */
-	int64_t rslot[NSLOTS];		/* receive unit in R slot s, or -1 */
-	int64_t pslot[NSLOTS];		/* send unit in P slot s, or -1 */
-	size_t E;			/* chunk elements */
-	int d;				/* chain distance from root */
+	/* ring units, per lane */
+	struct lane lane[LANES_MAX];
+	int nlanes;
 
 	/* pairs (one-shot data, all-to-all) */
 	struct mlap2p_request *preq[2 * PAIRS_MAX];

@@ -28,14 +28,14 @@ int avg_pre(const struct cop *o)
 		o->kind == K_REDUCE_SCATTER);
 }
 
-static char *slot_r(const struct cop *o, int s)
+static char *slot_r(const struct lane *L, int s)
 {
-	return o->c->scratch + (size_t)s * 2 * o->c->chunk;
+	return L->scratch + (size_t)s * 2 * L->chunk;
 }
 
-static char *slot_p(const struct cop *o, int s)
+static char *slot_p(const struct lane *L, int s)
 {
-	return o->c->scratch + (size_t)s * 2 * o->c->chunk + o->c->chunk;
+	return L->scratch + (size_t)s * 2 * L->chunk + L->chunk;
 }
 
 char *slot_t(const struct cop *o)
@@ -44,17 +44,17 @@ char *slot_t(const struct cop *o)
 }
 
 /* All-reduce loop l: the element range of block b. */
-static void ar_block(const struct cop *o, uint64_t l, int b, size_t *off,
-		     size_t *len)
+static void ar_block(const struct cop *o, const struct lane *L, uint64_t l,
+		     int b, size_t *off, size_t *len)
 {
-	size_t n = (size_t)o->c->n, base = (size_t)l * n * o->E;
-	size_t rem = o->count - base, cs, lo, hi;
+	size_t n = (size_t)o->c->n, base = (size_t)l * n * L->E;
+	size_t rem = L->count - base, cs, lo, hi;
 
-	if (rem > n * o->E)
-		rem = n * o->E;
+	if (rem > n * L->E)
+		rem = n * L->E;
 	cs = (rem + n - 1) / n;
-	if (cs > o->E)
-		cs = o->E;
+	if (cs > L->E)
+		cs = L->E;
 	lo = (size_t)b * cs;
 	hi = lo + cs;
 	if (lo > rem)
@@ -66,10 +66,10 @@ static void ar_block(const struct cop *o, uint64_t l, int b, size_t *off,
 }
 
 /* Chunk l of a per-rank block of @per elements. */
-static void chunk_range(const struct cop *o, uint64_t l, size_t per,
+static void chunk_range(const struct lane *L, uint64_t l, size_t per,
 			size_t *off, size_t *len)
 {
-	size_t lo = (size_t)l * o->E, hi = lo + o->E;
+	size_t lo = (size_t)l * L->E, hi = lo + L->E;
 
 	if (hi > per)
 		hi = per;
@@ -78,16 +78,17 @@ static void chunk_range(const struct cop *o, uint64_t l, size_t per,
 }
 
 /* Block position q's rank. */
-static int qrank(const struct cop *o, int q)
+static int qrank(const struct cop *o, const struct lane *L, int q)
 {
-	return o->c->order[mod(q, o->c->n)];
+	return L->order[mod(q, o->c->n)];
 }
 
-static void unit_send(struct cop *o, uint64_t u, struct unit *x)
+static void unit_send(struct cop *o, struct lane *L, uint64_t u,
+		      struct unit *x)
 {
-	int n = o->c->n, pos = o->c->pos;
-	uint64_t l = u / o->T;
-	int t = (int)(u % o->T);
+	int n = o->c->n, pos = L->pos;
+	uint64_t l = u / L->T;
+	int t = (int)(u % L->T);
 	size_t off, len, es = o->es;
 
 	x->rslot = -1;
@@ -96,39 +97,39 @@ static void unit_send(struct cop *o, uint64_t u, struct unit *x)
 	switch (o->kind) {
 	case K_ALL_REDUCE:
 		if (t < n - 1) {
-			ar_block(o, l, mod(pos - t, n), &off, &len);
+			ar_block(o, L, l, mod(pos - t, n), &off, &len);
 			x->bytes = len * es;
 			if (t == 0) {
-				x->buf = (char *)o->in + off * es;
+				x->buf = (char *)L->in + off * es;
 				if (avg_pre(o)) {
 					x->pneed = 1;
 					x->src = x->buf;
 				}
 			} else {
 				x->rslot = (int)((u - 1) % NSLOTS);
-				x->buf = slot_r(o, x->rslot);
+				x->buf = slot_r(L, x->rslot);
 			}
 		} else {
-			ar_block(o, l, mod(pos + 1 - (t - (n - 1)), n), &off,
+			ar_block(o, L, l, mod(pos + 1 - (t - (n - 1)), n), &off,
 				 &len);
 			x->bytes = len * es;
-			x->buf = o->out + off * es;
+			x->buf = L->out + off * es;
 		}
 		break;
 	case K_ALL_GATHER:
-		chunk_range(o, l, o->count, &off, &len);
+		chunk_range(L, l, L->count, &off, &len);
 		x->bytes = len * es;
 		if (t == 0)
-			x->buf = (char *)o->in + off * es;
+			x->buf = (char *)L->in + off * es;
 		else
-			x->buf = o->out + ((size_t)qrank(o, pos - t) *
+			x->buf = L->out + ((size_t)qrank(o, L, pos - t) *
 					   o->count + off) * es;
 		break;
 	case K_REDUCE_SCATTER:
-		chunk_range(o, l, o->count, &off, &len);
+		chunk_range(L, l, L->count, &off, &len);
 		x->bytes = len * es;
 		if (t == 0) {
-			x->buf = (char *)o->in + ((size_t)qrank(o, pos - 1) *
+			x->buf = (char *)L->in + ((size_t)qrank(o, L, pos - 1) *
 						  o->count + off) * es;
 			if (avg_pre(o)) {
 				x->pneed = 1;
@@ -136,49 +137,51 @@ static void unit_send(struct cop *o, uint64_t u, struct unit *x)
 			}
 		} else {
 			x->rslot = (int)((u - 1) % NSLOTS);
-			x->buf = slot_r(o, x->rslot);
+			x->buf = slot_r(L, x->rslot);
 		}
 		break;
 	case K_BROADCAST:
-		chunk_range(o, l, o->count, &off, &len);
+		chunk_range(L, l, L->count, &off, &len);
 		x->bytes = len * es;
-		x->buf = (o->d == 0 ? (char *)o->in : o->out) + off * es;
+		x->buf = (L->d == 0 ? (char *)L->in : L->out) + off * es;
 		break;
 	case K_REDUCE:
-		chunk_range(o, l, o->count, &off, &len);
+		chunk_range(L, l, L->count, &off, &len);
 		x->bytes = len * es;
-		if (o->d == 1) {
-			x->buf = (char *)o->in + off * es;
+		if (L->d == 1) {
+			x->buf = (char *)L->in + off * es;
 			if (avg_pre(o)) {
 				x->pneed = 1;
 				x->src = x->buf;
 			}
 		} else {
 			x->rslot = (int)(u % NSLOTS);
-			x->buf = slot_r(o, x->rslot);
+			x->buf = slot_r(L, x->rslot);
 		}
 		break;
 	}
 }
 
 /* The receive unit u must have been processed before send u may go. */
-static int64_t send_dep(const struct cop *o, uint64_t u)
+static int64_t send_dep(const struct cop *o, const struct lane *L,
+			uint64_t u)
 {
 	switch (o->kind) {
 	case K_BROADCAST:
-		return o->d == 0 ? -1 : (int64_t)u;
+		return L->d == 0 ? -1 : (int64_t)u;
 	case K_REDUCE:
-		return o->d == 1 ? -1 : (int64_t)u;
+		return L->d == 1 ? -1 : (int64_t)u;
 	default:
-		return u % o->T == 0 ? -1 : (int64_t)u - 1;
+		return u % L->T == 0 ? -1 : (int64_t)u - 1;
 	}
 }
 
-static void unit_recv(struct cop *o, uint64_t u, struct unit *x)
+static void unit_recv(struct cop *o, struct lane *L, uint64_t u,
+		      struct unit *x)
 {
-	int n = o->c->n, pos = o->c->pos;
-	uint64_t l = u / o->T;
-	int t = (int)(u % o->T);
+	int n = o->c->n, pos = L->pos;
+	uint64_t l = u / L->T;
+	int t = (int)(u % L->T);
 	size_t off, len, es = o->es;
 
 	x->rslot = -1;
@@ -187,32 +190,32 @@ static void unit_recv(struct cop *o, uint64_t u, struct unit *x)
 	switch (o->kind) {
 	case K_ALL_REDUCE:
 		if (t < n - 1) {
-			ar_block(o, l, mod(pos - t - 1, n), &off, &len);
+			ar_block(o, L, l, mod(pos - t - 1, n), &off, &len);
 			x->rslot = (int)(u % NSLOTS);
-			x->buf = slot_r(o, x->rslot);
+			x->buf = slot_r(L, x->rslot);
 		} else {
-			ar_block(o, l, mod(pos - (t - (n - 1)), n), &off, &len);
-			x->buf = o->out + off * es;
+			ar_block(o, L, l, mod(pos - (t - (n - 1)), n), &off, &len);
+			x->buf = L->out + off * es;
 		}
 		x->bytes = len * es;
 		break;
 	case K_ALL_GATHER:
-		chunk_range(o, l, o->count, &off, &len);
+		chunk_range(L, l, L->count, &off, &len);
 		x->bytes = len * es;
-		x->buf = o->out + ((size_t)qrank(o, pos - t - 1) * o->count +
+		x->buf = L->out + ((size_t)qrank(o, L, pos - t - 1) * o->count +
 				   off) * es;
 		break;
 	case K_REDUCE_SCATTER:
 	case K_REDUCE:
-		chunk_range(o, l, o->count, &off, &len);
+		chunk_range(L, l, L->count, &off, &len);
 		x->bytes = len * es;
 		x->rslot = (int)(u % NSLOTS);
-		x->buf = slot_r(o, x->rslot);
+		x->buf = slot_r(L, x->rslot);
 		break;
 	case K_BROADCAST:
-		chunk_range(o, l, o->count, &off, &len);
+		chunk_range(L, l, L->count, &off, &len);
 		x->bytes = len * es;
-		x->buf = o->out + off * es;
+		x->buf = L->out + off * es;
 		break;
 	}
 }
@@ -234,11 +237,11 @@ void finalize(struct cop *o, void *dst, size_t len)
 }
 
 /* Receive unit u arrived: reduce it.  1 if its R slot is free now. */
-static int recv_done(struct cop *o, uint64_t u)
+static int recv_done(struct cop *o, struct lane *L, uint64_t u)
 {
-	int n = o->c->n, pos = o->c->pos;
-	uint64_t l = u / o->T;
-	int t = (int)(u % o->T), op = o->op == MLAP2P_AVG ? MLAP2P_SUM : o->op;
+	int n = o->c->n, pos = L->pos;
+	uint64_t l = u / L->T;
+	int t = (int)(u % L->T), op = o->op == MLAP2P_AVG ? MLAP2P_SUM : o->op;
 	size_t off, len, es = o->es;
 	char *r;
 
@@ -246,103 +249,157 @@ static int recv_done(struct cop *o, uint64_t u)
 	case K_ALL_REDUCE:
 		if (t >= n - 1)
 			return 1;
-		ar_block(o, l, mod(pos - t - 1, n), &off, &len);
-		r = slot_r(o, (int)(u % NSLOTS));
+		ar_block(o, L, l, mod(pos - t - 1, n), &off, &len);
+		r = slot_r(L, (int)(u % NSLOTS));
 		if (t < n - 2) {
-			mlap2p_reduce2(r, r, contrib(o, o->in + off * es, len),
+			mlap2p_reduce2(r, r, contrib(o, L->in + off * es, len),
 				       len, o->dtype, op);
 			return 0;
 		}
-		mlap2p_reduce2(o->out + off * es, r,
-			       contrib(o, o->in + off * es, len), len,
+		mlap2p_reduce2(L->out + off * es, r,
+			       contrib(o, L->in + off * es, len), len,
 			       o->dtype, op);
-		finalize(o, o->out + off * es, len);
+		finalize(o, L->out + off * es, len);
 		return 1;
 	case K_REDUCE_SCATTER: {
 		int q = mod(pos - t - 2, n);
 		const char *src;
 
-		chunk_range(o, l, o->count, &off, &len);
-		r = slot_r(o, (int)(u % NSLOTS));
-		src = o->in + ((size_t)qrank(o, q) * o->count + off) * es;
+		chunk_range(L, l, L->count, &off, &len);
+		r = slot_r(L, (int)(u % NSLOTS));
+		src = L->in + ((size_t)qrank(o, L, q) * o->count + off) * es;
 		if (t < n - 2) {
 			mlap2p_reduce2(r, r, contrib(o, src, len), len,
 				       o->dtype, op);
 			return 0;
 		}
-		mlap2p_reduce2(o->out + off * es, r, contrib(o, src, len), len,
+		mlap2p_reduce2(L->out + off * es, r, contrib(o, src, len), len,
 			       o->dtype, op);
-		finalize(o, o->out + off * es, len);
+		finalize(o, L->out + off * es, len);
 		return 1;
 	}
 	case K_REDUCE:
-		chunk_range(o, l, o->count, &off, &len);
-		r = slot_r(o, (int)(u % NSLOTS));
-		if (o->d != 0) {
-			mlap2p_reduce2(r, r, contrib(o, o->in + off * es, len),
+		chunk_range(L, l, L->count, &off, &len);
+		r = slot_r(L, (int)(u % NSLOTS));
+		if (L->d != 0) {
+			mlap2p_reduce2(r, r, contrib(o, L->in + off * es, len),
 				       len, o->dtype, op);
 			return 0;
 		}
-		mlap2p_reduce2(o->out + off * es, r,
-			       contrib(o, o->in + off * es, len), len,
+		mlap2p_reduce2(L->out + off * es, r,
+			       contrib(o, L->in + off * es, len), len,
 			       o->dtype, op);
-		finalize(o, o->out + off * es, len);
+		finalize(o, L->out + off * es, len);
 		return 1;
 	}
 	return 1;
 }
 
-void ring_setup(struct cop *o)
+/*
+ * How many lanes (channels) @o's rings use: one per ring the communicator
+ * has, but a lane only for each full chunk of data, so that small and mid
+ * sizes keep whole units.  Every rank computes the same from the (checked)
+ * count.
+ */
+static int lanes_for(const struct cop *o)
+{
+	struct coll *c = o->c;
+	size_t bytes = o->count * o->es, k;
+
+	k = bytes / c->chunk;
+	if (k > (size_t)c->nrings)
+		k = (size_t)c->nrings;
+	if (k > LANES_MAX)
+		k = LANES_MAX;
+	return k ? (int)k : 1;
+}
+
+static void lane_setup(struct cop *o, struct lane *L)
 {
 	struct coll *c = o->c;
 	int n = c->n, i;
 	uint64_t loops;
 
-	o->E = c->chunk / o->es;
-	o->sPost = o->sDone = o->rPost = o->rDone = 0;
+	L->E = L->chunk / o->es;
+	L->sPost = L->sDone = L->rPost = L->rDone = 0;
 	for (i = 0; i < NSLOTS; i++)
-		o->rslot[i] = o->pslot[i] = -1;
+		L->rslot[i] = L->pslot[i] = -1;
 	switch (o->kind) {
 	case K_ALL_REDUCE:
-		o->T = 2 * (uint64_t)(n - 1);
-		loops = (o->count + (size_t)n * o->E - 1) / ((size_t)n * o->E);
-		o->nsend = o->nrecv = loops * o->T;
+		L->T = 2 * (uint64_t)(n - 1);
+		loops = (L->count + (size_t)n * L->E - 1) / ((size_t)n * L->E);
+		L->nsend = L->nrecv = loops * L->T;
 		break;
 	case K_ALL_GATHER:
 	case K_REDUCE_SCATTER:
-		o->T = (uint64_t)(n - 1);
-		loops = (o->count + o->E - 1) / o->E;
-		o->nsend = o->nrecv = loops * o->T;
+		L->T = (uint64_t)(n - 1);
+		loops = (L->count + L->E - 1) / L->E;
+		L->nsend = L->nrecv = loops * L->T;
 		break;
 	default:	/* chains */
-		o->T = 1;
-		loops = (o->count + o->E - 1) / o->E;
-		for (i = 0; i < n && c->order[i] != o->root; i++)
+		L->T = 1;
+		loops = (L->count + L->E - 1) / L->E;
+		for (i = 0; i < n && L->order[i] != o->root; i++)
 			;
-		o->d = mod(c->pos - i, n);
+		L->d = mod(L->pos - i, n);
 		if (o->kind == K_BROADCAST) {
-			o->nrecv = o->d == 0 ? 0 : loops;
-			o->nsend = o->d == n - 1 ? 0 : loops;
+			L->nrecv = L->d == 0 ? 0 : loops;
+			L->nsend = L->d == n - 1 ? 0 : loops;
 		} else {
-			o->nrecv = o->d == 1 ? 0 : loops;
-			o->nsend = o->d == 0 ? 0 : loops;
+			L->nrecv = L->d == 1 ? 0 : loops;
+			L->nsend = L->d == 0 ? 0 : loops;
 		}
 		break;
+	}
+}
+
+void ring_setup(struct cop *o)
+{
+	struct coll *c = o->c;
+	size_t lchunk;
+	int k;
+
+	o->nlanes = lanes_for(o);
+	/* The lanes share the R and P slots' space (T stays whole). */
+	lchunk = (c->chunk / (size_t)o->nlanes) & ~(size_t)63;
+	lchunk -= lchunk % o->es;
+	for (k = 0; k < o->nlanes; k++) {
+		struct lane *L = &o->lane[k];
+		size_t off = o->count * (size_t)k / (size_t)o->nlanes;
+
+		L->ch = k;
+		L->order = c->orders + (size_t)k * (size_t)c->n;
+		L->pos = c->poss[k];
+		L->prev = L->order[mod(L->pos - 1, c->n)];
+		L->next = L->order[mod(L->pos + 1, c->n)];
+		L->off = off;
+		L->count = o->count * (size_t)(k + 1) / (size_t)o->nlanes - off;
+		L->in = o->in + off * o->es;
+		L->out = o->out + off * o->es;
+		L->chunk = lchunk;
+		L->scratch = c->scratch + (size_t)k * 2 * NSLOTS * lchunk;
+		lane_setup(o, L);
 	}
 }
 
 void ring_orphan(struct cop *o)
 {
 	uint64_t u;
+	int k;
 
-	for (u = o->sDone; u < o->sPost; u++)
-		orphan(o->c, &o->sreq[u % WIN]);
-	for (u = o->rDone; u < o->rPost; u++)
-		orphan(o->c, &o->rreq[u % WIN]);
+	for (k = 0; k < o->nlanes; k++) {
+		struct lane *L = &o->lane[k];
+
+		for (u = L->sDone; u < L->sPost; u++)
+			orphan(o->c, &L->sreq[u % WIN]);
+		for (u = L->rDone; u < L->rPost; u++)
+			orphan(o->c, &L->rreq[u % WIN]);
+	}
+	o->nlanes = 0;
 }
 
-/* 1 done, 0 not yet, -errno.  *moved when anything moved. */
-int ring_progress(struct cop *o, int *moved)
+/* One lane: 1 done, 0 not yet, -errno.  *moved when anything moved. */
+static int lane_progress(struct cop *o, struct lane *L, int *moved)
 {
 	struct coll *c = o->c;
 	struct unit x;
@@ -352,93 +409,109 @@ int ring_progress(struct cop *o, int *moved)
 		int again = 0;
 
 		/* Post receives ahead, into free slots. */
-		while (o->rPost < o->nrecv && o->rPost - o->rDone < WIN) {
-			int w = (int)(o->rPost % WIN);
+		while (L->rPost < L->nrecv && L->rPost - L->rDone < WIN) {
+			int w = (int)(L->rPost % WIN);
 
-			unit_recv(o, o->rPost, &x);
-			if (x.bytes && x.rslot >= 0 && o->rslot[x.rslot] >= 0)
+			unit_recv(o, L, L->rPost, &x);
+			if (x.bytes && x.rslot >= 0 && L->rslot[x.rslot] >= 0)
 				break;
-			o->rreq[w] = NULL;
+			L->rreq[w] = NULL;
 			if (x.bytes) {
-				ret = mlap2p_irecv(c->api, x.buf, x.bytes,
-						   c->prev, &o->rreq[w]);
+				ret = mlap2p_ipost_on(c->api, L->ch, 0, x.buf,
+						      x.bytes, L->prev,
+						      &L->rreq[w]);
 				if (ret)
 					return ret;
 				if (x.rslot >= 0)
-					o->rslot[x.rslot] = (int64_t)o->rPost;
+					L->rslot[x.rslot] = (int64_t)L->rPost;
 			}
-			o->rPost++;
+			L->rPost++;
 			again = 1;
 		}
 		/* Sends whose data is there. */
-		while (o->sPost < o->nsend && o->sPost - o->sDone < WIN) {
-			int w = (int)(o->sPost % WIN);
-			int64_t dep = send_dep(o, o->sPost);
-			int ps = (int)(o->sPost % NSLOTS);
+		while (L->sPost < L->nsend && L->sPost - L->sDone < WIN) {
+			int w = (int)(L->sPost % WIN);
+			int64_t dep = send_dep(o, L, L->sPost);
+			int ps = (int)(L->sPost % NSLOTS);
 
-			if (dep >= 0 && (int64_t)o->rDone <= dep)
+			if (dep >= 0 && (int64_t)L->rDone <= dep)
 				break;
-			unit_send(o, o->sPost, &x);
-			if (x.pneed && x.bytes && o->pslot[ps] >= 0)
+			unit_send(o, L, L->sPost, &x);
+			if (x.pneed && x.bytes && L->pslot[ps] >= 0)
 				break;
-			o->sreq[w] = NULL;
-			o->sRel[w] = -1;
-			o->sP[w] = -1;
+			L->sreq[w] = NULL;
+			L->sRel[w] = -1;
+			L->sP[w] = -1;
 			if (x.bytes) {
 				if (x.pneed) {
-					mlap2p_premul(slot_p(o, ps), x.src,
+					mlap2p_premul(slot_p(L, ps), x.src,
 						      x.bytes / o->es, o->dtype,
 						      1.0 / c->n);
-					x.buf = slot_p(o, ps);
-					o->pslot[ps] = (int64_t)o->sPost;
-					o->sP[w] = ps;
+					x.buf = slot_p(L, ps);
+					L->pslot[ps] = (int64_t)L->sPost;
+					L->sP[w] = ps;
 				}
-				ret = mlap2p_isend(c->api, x.buf, x.bytes,
-						   c->next, &o->sreq[w]);
+				ret = mlap2p_ipost_on(c->api, L->ch, 1, x.buf,
+						      x.bytes, L->next,
+						      &L->sreq[w]);
 				if (ret)
 					return ret;
 			}
-			o->sRel[w] = x.rslot;
-			o->sPost++;
+			L->sRel[w] = x.rslot;
+			L->sPost++;
 			again = 1;
 		}
 		/* Receives in order: reduce, free the slot if done with. */
-		while (o->rDone < o->rPost) {
-			int w = (int)(o->rDone % WIN);
+		while (L->rDone < L->rPost) {
+			int w = (int)(L->rDone % WIN);
 
-			ret = req_test(c, &o->rreq[w]);
+			ret = req_test(c, &L->rreq[w]);
 			if (ret < 0)
 				return ret;
 			if (!ret)
 				break;
-			unit_recv(o, o->rDone, &x);
-			if (x.bytes && recv_done(o, o->rDone) && x.rslot >= 0)
-				o->rslot[x.rslot] = -1;
-			o->rDone++;
+			unit_recv(o, L, L->rDone, &x);
+			if (x.bytes && recv_done(o, L, L->rDone) && x.rslot >= 0)
+				L->rslot[x.rslot] = -1;
+			L->rDone++;
 			again = 1;
 		}
 		/* Sends in order. */
-		while (o->sDone < o->sPost) {
-			int w = (int)(o->sDone % WIN);
+		while (L->sDone < L->sPost) {
+			int w = (int)(L->sDone % WIN);
 
-			ret = req_test(c, &o->sreq[w]);
+			ret = req_test(c, &L->sreq[w]);
 			if (ret < 0)
 				return ret;
 			if (!ret)
 				break;
-			if (o->sRel[w] >= 0)
-				o->rslot[o->sRel[w]] = -1;
-			if (o->sP[w] >= 0)
-				o->pslot[o->sP[w]] = -1;
-			o->sDone++;
+			if (L->sRel[w] >= 0)
+				L->rslot[L->sRel[w]] = -1;
+			if (L->sP[w] >= 0)
+				L->pslot[L->sP[w]] = -1;
+			L->sDone++;
 			again = 1;
 		}
-		if (o->sDone == o->nsend && o->rDone == o->nrecv)
+		if (L->sDone == L->nsend && L->rDone == L->nrecv)
 			return 1;
 		if (!again)
 			return 0;
 		*moved = 1;
 	}
+}
+
+/* 1 when every lane is done, 0 not yet, -errno. */
+int ring_progress(struct cop *o, int *moved)
+{
+	int k, ret, done = 1;
+
+	for (k = 0; k < o->nlanes; k++) {
+		ret = lane_progress(o, &o->lane[k], moved);
+		if (ret < 0)
+			return ret;
+		done &= ret;
+	}
+	return done;
 }
 
 /* ---- pairs: one-shot data and all-to-all ---- */

@@ -74,8 +74,7 @@ int cop_progress(struct cop *o, int *moved)
 		o->bad = 0;
 		o->ps = o->pr = NULL;
 		o->npreq = 0;
-		o->nsend = o->nrecv = 0;
-		o->sPost = o->sDone = o->rPost = o->rDone = 0;
+		o->nlanes = 0;
 		if (avg_pre(o) && o->algo == ALGO_ONESHOT && !oneshot_inline(o))
 			mlap2p_premul(slot_t(o), o->in, o->count, o->dtype,
 				      1.0 / c->n);

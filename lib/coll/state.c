@@ -87,6 +87,8 @@ static void coll_free(struct ncclComm *comm)
 		free(c->scratch);
 	/* A region from mlap2p_mem_alloc goes with the runtime. */
 	free(c->order);
+	free(c->orders);
+	free(c->poss);
 	free(c);
 	comm->coll = NULL;
 	comm->collFree = NULL;
@@ -154,14 +156,17 @@ static int all_peers_connected(struct coll *c)
 	return 1;
 }
 
-/* The ring of channel 0 (connecting it first if needed). */
+/*
+ * The rings: those already connected on channels 0, 1, ... (an explicit
+ * mlap2p_connect_ring), else the communicator's nRings connected now.
+ */
 static int coll_ring(struct coll *c)
 {
-	int ret, i;
+	int ret, i, r;
 
 	ret = mlap2p_ring_get(c->api, 0, c->order, &c->prev, &c->next);
 	if (ret == -ENOTCONN) {
-		ret = mlap2p_connect_ring(c->api, 1);
+		ret = mlap2p_connect_ring(c->api, c->comm->nRings);
 		if (ret)
 			return ret;
 		ret = mlap2p_ring_get(c->api, 0, c->order, &c->prev, &c->next);
@@ -171,6 +176,20 @@ static int coll_ring(struct coll *c)
 	for (i = 0; i < c->n && c->order[i] != c->rank; i++)
 		;
 	c->pos = i;
+	c->orders = malloc(sizeof(int) * (size_t)c->n * LANES_MAX);
+	c->poss = malloc(sizeof(int) * LANES_MAX);
+	if (!c->orders || !c->poss)
+		return -ENOMEM;
+	for (r = 0; r < LANES_MAX; r++) {
+		int *order = c->orders + (size_t)r * (size_t)c->n;
+
+		if (mlap2p_ring_get(c->api, r, order, NULL, NULL))
+			break;
+		for (i = 0; i < c->n && order[i] != c->rank; i++)
+			;
+		c->poss[r] = i;
+	}
+	c->nrings = r;
 	c->allPeers = all_peers_connected(c);
 	return 0;
 }
@@ -232,6 +251,8 @@ struct coll *coll_get(struct mlap2p_comm *api, int *err)
 		if (c->scratch && !c->scratchMem)
 			free(c->scratch);
 		free(c->order);
+		free(c->orders);
+		free(c->poss);
 		free(c);
 		*err = ret;
 		return NULL;

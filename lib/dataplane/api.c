@@ -199,7 +199,7 @@ static int dp_blocking(struct mlap2p_comm *api, int send, void *buf,
 			return mlap2p_err(-ENOMEM);
 		}
 	}
-	ret = dp_post(dp, req, send, buf, bytes, peer, !group_depth);
+	ret = dp_post(dp, req, -1, send, buf, bytes, peer, !group_depth);
 	if (group_depth) {
 		if (ret) {
 			free(req);
@@ -286,7 +286,7 @@ MLAP2P_EXPORT int mlap2p_recv(struct mlap2p_comm *comm, void *buf,
 	return dp_blocking(comm, 0, buf, bytes, peer);
 }
 
-static int dp_ipost(struct mlap2p_comm *api, int send, void *buf,
+static int dp_ipost(struct mlap2p_comm *api, int ch, int send, void *buf,
 		    size_t bytes, int peer, struct mlap2p_request **reqp)
 {
 	struct mlap2p_request *req;
@@ -300,7 +300,7 @@ static int dp_ipost(struct mlap2p_comm *api, int send, void *buf,
 	if (ret)
 		return mlap2p_err(ret);
 	req = malloc(sizeof(*req));
-	ret = req ? dp_post(dp, req, send, buf, bytes, peer, 0) : -ENOMEM;
+	ret = req ? dp_post(dp, req, ch, send, buf, bytes, peer, 0) : -ENOMEM;
 	if (ret)
 		free(req);
 	else
@@ -313,14 +313,23 @@ MLAP2P_EXPORT int mlap2p_isend(struct mlap2p_comm *comm, const void *buf,
 			       size_t bytes, int peer,
 			       struct mlap2p_request **req)
 {
-	return dp_ipost(comm, 1, (void *)buf, bytes, peer, req);
+	return dp_ipost(comm, -1, 1, (void *)buf, bytes, peer, req);
 }
 
 MLAP2P_EXPORT int mlap2p_irecv(struct mlap2p_comm *comm, void *buf,
 			       size_t bytes, int peer,
 			       struct mlap2p_request **req)
 {
-	return dp_ipost(comm, 0, buf, bytes, peer, req);
+	return dp_ipost(comm, -1, 0, buf, bytes, peer, req);
+}
+
+int mlap2p_ipost_on(struct mlap2p_comm *api, int channel, int send,
+		    void *buf, size_t bytes, int peer,
+		    struct mlap2p_request **req)
+{
+	if (channel < 0 || channel >= MAXCHANNELS)
+		return mlap2p_err(-EINVAL);
+	return dp_ipost(api, channel, !!send, buf, bytes, peer, req);
 }
 
 /* A request that a layer above ends itself (poll progresses it). */
@@ -435,8 +444,9 @@ MLAP2P_EXPORT int mlap2p_request_wait(struct mlap2p_request **req)
 
 MLAP2P_EXPORT int mlap2p_set_proto(struct mlap2p_comm *api, int proto)
 {
+	struct dp_link *k;
 	struct dp *dp;
-	int i, ret;
+	int c, i, ret;
 
 	if (proto < MLAP2P_PROTO_AUTO || proto >= NCCL_NUM_PROTOCOLS)
 		return mlap2p_err(-EINVAL);
@@ -444,9 +454,8 @@ MLAP2P_EXPORT int mlap2p_set_proto(struct mlap2p_comm *api, int proto)
 	if (ret)
 		return mlap2p_err(ret);
 	dp->proto = proto;
-	for (i = 0; i < 2 * dp->comm->nRanks; i++)
-		if (dp->links[i])
-			dp_small_ranges(dp, dp->links[i]);
+	dp_for_each_link(dp, c, i, k)
+		dp_small_ranges(dp, k);
 	dp_out(dp);
 	return 0;
 }

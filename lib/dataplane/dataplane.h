@@ -20,6 +20,14 @@ int mlap2p_group_depth(void);
  */
 void mlap2p_group_end_hook(int (*fn)(void));
 /*
+ * mlap2p_isend (@send = 1) or mlap2p_irecv on channel @channel rather than
+ * the lowest one: messages on one channel are ordered, those on different
+ * channels are not.  -ENOTCONN when that channel does not connect them.
+ */
+int mlap2p_ipost_on(struct mlap2p_comm *api, int channel, int send,
+		    void *buf, size_t bytes, int peer,
+		    struct mlap2p_request **req);
+/*
  * A request that a layer above progresses itself: waits and tests on it
  * call poll(ext), which ends it with mlap2p_request_ext_done(req, status).
  */

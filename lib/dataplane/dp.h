@@ -95,7 +95,11 @@ struct dp_link {
 
 struct dp {
 	struct ncclComm *comm;
-	struct dp_link **links;		/* [2 * peer + send] */
+	/* Links by channel, [2 * peer + send] in each (allocated on first
+	 * use), and the default one per (peer, direction): that of the lowest
+	 * connected channel, which the public calls use. */
+	struct dp_link **chan[MAXCHANNELS];
+	struct dp_link **links;		/* [2 * peer + send], into chan[] */
 	struct dp_link *active;
 	int proto;			/* forced, or MLAP2P_PROTO_AUTO */
 	unsigned int protoMask;		/* NCCL_PROTO */
@@ -152,13 +156,19 @@ void dp_unregister(struct dp *dp);
 struct dp *dp_get(struct ncclComm *comm);
 struct dp_link *dp_link(struct dp *dp, int peer, int send, int *err,
 			int quiet);
+struct dp_link *dp_link_on(struct dp *dp, int ch, int peer, int send,
+			   int *err, int quiet);
+#define dp_for_each_link(dp, c, i, k)					\
+	for ((c) = 0; (c) < MAXCHANNELS; (c)++)				\
+		for ((i) = 0; (dp)->chan[c] && (i) < 2 * (dp)->comm->nRanks; (i)++) \
+			if (((k) = (dp)->chan[c][i]) != NULL)
 int dp_pick(struct dp *dp, const struct dp_link *k, size_t bytes);
 void dp_small_ranges(struct dp *dp, struct dp_link *k);
 
 /* progress.c */
 int dp_check(struct dp *dp);
 void dp_complete(struct dp_link *k, int status);
-int dp_post(struct dp *dp, struct mlap2p_request *req, int send,
+int dp_post(struct dp *dp, struct mlap2p_request *req, int ch, int send,
 	    void *buf, size_t bytes, int peer, int now);
 int dp_progress(struct dp *dp);
 void dp_wait_reqs(struct mlap2p_request **reqs, int n);

@@ -108,27 +108,33 @@ static void dp_dump_link(const struct dp *dp, const struct dp_link *k, int fd)
 
 static void dp_dump(struct dp *dp, int fd)
 {
-	int i;
+	struct dp_link *k;
+	int c, i;
 
-	for (i = 0; i < 2 * dp->comm->nRanks; i++)
-		if (dp->links[i])
-			dp_dump_link(dp, dp->links[i], fd);
+	dp_for_each_link(dp, c, i, k)
+		dp_dump_link(dp, k, fd);
 }
 
 MLAP2P_EXPORT int mlap2p_dump_state(struct mlap2p_comm *api, int fd)
 {
 	struct dp *dp;
-	int ret;
+	int ret, c, i;
 
 	ret = dp_enter(api, &dp);
 	if (ret)
 		return mlap2p_err(ret);
 	/* Make sure every connection appears, used or not. */
-	for (ret = 0; ret < 2 * dp->comm->nRanks; ret++) {
-		int err;
+	for (c = 0; c < MAXCHANNELS; c++) {
+		for (i = 0; i < 2 * dp->comm->nRanks; i++) {
+			struct mlap2p_conn *conn;
+			int err;
 
-		if (ret / 2 != dp->comm->rank && !dp->links[ret])
-			dp_link(dp, ret / 2, ret % 2, &err, 1);
+			if (i / 2 == dp->comm->rank)
+				continue;
+			conn = mlap2p_channel_conn(dp->comm, c, i / 2, i % 2);
+			if (conn && conn->c.connected)
+				dp_link_on(dp, c, i / 2, i % 2, &err, 1);
+		}
 	}
 	dp_dump(dp, fd);
 	dp_out(dp);

@@ -218,30 +218,71 @@ static void dp_prefault(const struct dp_link *k)
 }
 
 /* The link to @peer, built on first use; @quiet: no WARN if unconnected. */
+/* The link of (@peer, @send) on the lowest connected channel. */
 struct dp_link *dp_link(struct dp *dp, int peer, int send, int *err,
 			int quiet)
 {
 	struct ncclComm *comm = dp->comm;
-	struct dp_link **slot, *k;
-	struct mlap2p_conn *conn = NULL;
-	int c, p;
+	struct mlap2p_conn *conn;
+	struct dp_link *k;
+	int c;
 
 	if (peer < 0 || peer >= comm->nRanks) {
 		*err = -EINVAL;
 		return NULL;
 	}
-	slot = &dp->links[2 * peer + !!send];
-	if (*slot)
-		return *slot;
-	for (c = 0; c < MAXCHANNELS && !conn; c++) {
+	k = dp->links[2 * peer + !!send];
+	if (k)
+		return k;
+	for (c = 0; c < MAXCHANNELS; c++) {
 		conn = mlap2p_channel_conn(comm, c, peer, send);
-		if (conn && !conn->c.connected)
-			conn = NULL;
+		if (conn && conn->c.connected)
+			break;
 	}
-	if (!conn) {
+	if (c == MAXCHANNELS) {
 		if (!quiet)
 			WARN("rank %d: no connection %s rank %d; connect it first",
 			     comm->rank, send ? "to" : "from", peer);
+		*err = -ENOTCONN;
+		return NULL;
+	}
+	k = dp_link_on(dp, c, peer, send, err, quiet);
+	if (k)
+		dp->links[2 * peer + !!send] = k;
+	return k;
+}
+
+/* The link of (@peer, @send) on channel @ch, built on first use. */
+struct dp_link *dp_link_on(struct dp *dp, int ch, int peer, int send,
+			   int *err, int quiet)
+{
+	struct ncclComm *comm = dp->comm;
+	struct dp_link **slot, *k;
+	struct mlap2p_conn *conn;
+	int p;
+
+	if (peer < 0 || peer >= comm->nRanks || ch < 0 || ch >= MAXCHANNELS) {
+		*err = -EINVAL;
+		return NULL;
+	}
+	if (!dp->chan[ch]) {
+		dp->chan[ch] = calloc(2 * (size_t)comm->nRanks,
+				      sizeof(*dp->chan[ch]));
+		if (!dp->chan[ch]) {
+			*err = -ENOMEM;
+			return NULL;
+		}
+	}
+	slot = &dp->chan[ch][2 * peer + !!send];
+	if (*slot)
+		return *slot;
+	conn = mlap2p_channel_conn(comm, ch, peer, send);
+	if (conn && !conn->c.connected)
+		conn = NULL;
+	if (!conn) {
+		if (!quiet)
+			WARN("rank %d: no connection %s rank %d on channel %d; connect it first",
+			     comm->rank, send ? "to" : "from", peer, ch);
 		*err = -ENOTCONN;
 		return NULL;
 	}
@@ -317,18 +358,15 @@ struct dp_link *dp_link(struct dp *dp, int peer, int send, int *err,
 static void dp_free(struct ncclComm *comm)
 {
 	struct dp *dp = comm->dp;
-	int i;
+	struct dp_link *k;
+	int c, i;
 
 	if (!dp)
 		return;
 	dp_unregister(dp);
 	if (mlap2p_comm_aborted(comm))
 		dp_quiesce(dp);
-	for (i = 0; i < 2 * comm->nRanks; i++) {
-		struct dp_link *k = dp->links[i];
-
-		if (!k)
-			continue;
+	dp_for_each_link(dp, c, i, k) {
 		/* Requests still queued (abort) end as cancelled. */
 		dp_withdraw(k);
 		while (k->qhead)
@@ -337,6 +375,8 @@ static void dp_free(struct ncclComm *comm)
 			close(k->pidfd);
 		free(k);
 	}
+	for (c = 0; c < MAXCHANNELS; c++)
+		free(dp->chan[c]);
 	free(dp->links);
 	free(dp);
 	comm->dp = NULL;

@@ -166,7 +166,7 @@ static int dp_step(struct dp *dp, struct dp_link *k)
  * it at once, so a message that fits (an LL send with credit) completes
  * without entering a wait.
  */
-int dp_post(struct dp *dp, struct mlap2p_request *req, int send,
+int dp_post(struct dp *dp, struct mlap2p_request *req, int ch, int send,
 	    void *buf, size_t bytes, int peer, int now)
 {
 	struct mlap2p_op *op = &req->op;
@@ -179,7 +179,8 @@ int dp_post(struct dp *dp, struct mlap2p_request *req, int send,
 	req->groupNext = NULL;
 	req->poll = NULL;
 	req->ext = NULL;
-	k = dp_link(dp, peer, send, &ret, 0);
+	k = ch < 0 ? dp_link(dp, peer, send, &ret, 0) :
+		     dp_link_on(dp, ch, peer, send, &ret, 0);
 	if (!k)
 		return ret;
 	if (k->err)
@@ -258,7 +259,7 @@ int dp_check(struct dp *dp)
 	struct ncclComm *comm = dp->comm;
 	struct dp_link *k;
 	int64_t now;
-	int failed = 0;
+	int failed = 0, c, i;
 
 	if (mlap2p_comm_aborted(comm)) {
 		while ((k = dp->active)) {
@@ -290,9 +291,12 @@ int dp_check(struct dp *dp)
 		mlap2p_comm_set_error(comm, -ECONNRESET);
 		dp_fail_link(k, -ECONNRESET);
 		/* Anything else queued for that rank fails too. */
-		if (dp->links[2 * peer + !k->conn->send])
-			dp_fail_link(dp->links[2 * peer + !k->conn->send],
-				     -ECONNRESET);
+		for (c = 0; c < MAXCHANNELS; c++)
+			for (i = 0; i < 2 && dp->chan[c]; i++)
+				if (dp->chan[c][2 * peer + i] &&
+				    dp->chan[c][2 * peer + i] != k)
+					dp_fail_link(dp->chan[c][2 * peer + i],
+						     -ECONNRESET);
 		/* Last, so that it is the error the caller reads, after
 		 * what failing the ops had to say (dp_unland). */
 		if (ret == -ESRCH)

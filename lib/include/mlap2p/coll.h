@@ -24,14 +24,14 @@
  * for all-gather; sendbuf + rank * recvcount == recvbuf for reduce-scatter.
  * All-to-all has no in-place form.
  *
- * Connections: a collective connects what it needs on first use, one ring
- * over channel 0 (mlap2p_connect_ring(comm, 1)) and, for all-to-all and a
- * forced one-shot all-reduce on 3 ranks or more, every pair
+ * Connections: a collective connects what it needs on first use: the
+ * communicator's rings, one per channel (two by default, a ring and its
+ * reverse: NCCL_MIN_NCHANNELS, NCCL_MAX_NCHANNELS) and, for all-to-all
+ * and a forced one-shot all-reduce on 3 ranks or more, every pair
  * (mlap2p_connect_peers).  Connecting is collective: every rank must make
- * the same first calls.  An explicit mlap2p_connect_ring() first is used
- * as it is.  Messages between two ranks travel over the lowest channel
- * that connects them (<mlap2p/dataplane.h>), so one channel carries the
- * data.
+ * the same first calls.  Rings connected by an explicit
+ * mlap2p_connect_ring() first are used as they are.  A ring collective's
+ * lanes (below) each use their own channel.
  *
  * Environment (every rank must see the same values):
  *   NCCL_ALGO      "Ring", "OneShot" (all-reduce only), a comma list, or
@@ -41,9 +41,18 @@
  *   MLAP2P_COLL_ONESHOT_MAX  largest all-reduce taken one-shot (default
  *                  docs/collectives.md; 0 = never)
  *
+ * Channels (lanes): a ring collective splits its data over L =
+ * min(rings, count * element size / chunk, 4) rings (at least 1), where
+ * rings = the channels 0, 1, ... that have one (mlap2p_ring_get()).  Lane
+ * k takes elements [count*k/L, count*(k+1)/L) (of each rank's block, for
+ * all-gather and reduce-scatter) over ring k, channel k, with chunks of
+ * floor(chunk / L) rounded down to 64 bytes.  Below, each lane follows
+ * the rules on its own slice (offsets from the slice's start).
+ *
  * Order of operations (reproducible bit for bit; every pairwise op rounds
- * to the type, as NCCL): with ring = the order of mlap2p_ring_get(comm, 0),
- * pos(r) a rank's index in it, n ranks, E = chunk bytes / element size:
+ * to the type, as NCCL): per lane, with ring = that lane's ring order,
+ * pos(r) a rank's index in it, n ranks, E = lane chunk bytes / element
+ * size:
  *
  *  - all-reduce, ring: elements are taken in loops of n * E; loop l starts
  *    at base = l*n*E, covers rem = count - base elements (at most n*E),
