@@ -95,7 +95,7 @@ struct nc_comm {
 	char lastErr[NC_ERR_LEN];
 
 	/* Only touched by the thread holding the turn. */
-	unsigned char *conn;		/* nranks: 1 send, 2 recv connected */
+	unsigned char *conn;		/* nranks: P2P channels connected */
 	void *scratch;
 	size_t scratchBytes;
 	pthread_mutex_t plock;		/* premul[] (created on any thread) */

@@ -15,6 +15,9 @@
 #include "mlap2p/dataplane.h"
 #include "mlap2p/stream.h"
 #include "mlap2p/coll.h"
+#include "comm.h"
+#include "dataplane/dataplane.h"
+#include "topo.h"
 #include "nc.h"
 
 /* ------------------------------------------------------------------ */
@@ -238,13 +241,48 @@ static int nc_coll(struct nc_comm *c, struct mlap2p_comm *m,
 	return -EINVAL;
 }
 
-/* Connect, on channel 0, every direction the batch needs and lacks. */
+/*
+ * NCCL's P2P channels: the @k-th of the p2pnChannelsPerPeer channels a
+ * message from @src to @dst uses (mlap2p_p2p_channel), and how many parts
+ * a message of @bytes is cut into: one per channel from NC_P2P_PART bytes
+ * a part, else one.  Both ends compute the same from the size they agree
+ * on.
+ */
+#define NC_P2P_PART	(256UL << 10)
+
+static int nc_p2p_parts(const struct ncclComm *comm, size_t bytes)
+{
+	int k = comm->p2pnChannelsPerPeer;
+
+	return k > 1 && bytes >= (size_t)k * NC_P2P_PART ? k : 1;
+}
+
+/* Every channel a send to and a receive from @peer may use, connected. */
+static int nc_p2p_ready(struct mlap2p_comm *m, int peer)
+{
+	const struct ncclComm *comm = mlap2p_nccl(m);
+	struct mlap2p_conn_desc d;
+	int k;
+
+	for (k = 0; k < comm->p2pnChannelsPerPeer; k++)
+		if (mlap2p_conn_get(m, mlap2p_p2p_channel(comm, comm->rank, peer, k),
+				    peer, MLAP2P_DIR_SEND, &d) ||
+		    mlap2p_conn_get(m, mlap2p_p2p_channel(comm, peer, comm->rank, k),
+				    peer, MLAP2P_DIR_RECV, &d))
+			return 0;
+	return 1;
+}
+
+/*
+ * Connect, both ways, every peer the batch sends to or receives from whose
+ * P2P channels are not all connected yet (connect_peers over the
+ * p2pnChannels channels: the peer makes the same call).
+ */
 static int nc_connect(struct nc_comm *c, struct mlap2p_comm *m,
 		      const struct nc_op *ops, int n)
 {
-	int *send = NULL, *recv = NULL, ns = 0, nr = 0, i, ch, ret = 0;
+	int *peers = NULL, np = 0, i, ret = 0;
 	unsigned char *want;
-	struct mlap2p_conn_desc d;
 
 	want = calloc((size_t)c->nranks, 1);
 	if (!want)
@@ -252,45 +290,32 @@ static int nc_connect(struct nc_comm *c, struct mlap2p_comm *m,
 	for (i = 0; i < n; i++)
 		if ((ops[i].kind == NC_SEND || ops[i].kind == NC_RECV) &&
 		    ops[i].root != c->rank)
-			want[ops[i].root] = 3;	/* both ways: the peer agrees */
+			want[ops[i].root] = 1;
 	for (i = 0; i < c->nranks; i++) {
-		if (!want[i])
+		if (!want[i] || c->conn[i])
 			continue;
-		/* Whatever a ring or earlier call already connected. */
-		for (ch = 0; ch < 32 && (c->conn[i] & 3) != 3; ch++) {
-			if (!(c->conn[i] & 1) &&
-			    !mlap2p_conn_get(m, ch, i, MLAP2P_DIR_SEND, &d))
-				c->conn[i] |= 1;
-			if (!(c->conn[i] & 2) &&
-			    !mlap2p_conn_get(m, ch, i, MLAP2P_DIR_RECV, &d))
-				c->conn[i] |= 2;
-		}
-		want[i] &= (unsigned char)~c->conn[i];
-		ns += want[i] & 1;
-		nr += (want[i] >> 1) & 1;
+		if (nc_p2p_ready(m, i))
+			c->conn[i] = 1;
+		else
+			np++;
 	}
-	if (ns + nr) {
-		send = calloc((size_t)ns + 1, sizeof(int));
-		recv = calloc((size_t)nr + 1, sizeof(int));
-		if (!send || !recv) {
+	if (np) {
+		peers = calloc((size_t)np, sizeof(int));
+		if (!peers) {
 			ret = -ENOMEM;
 			goto out;
 		}
-		ns = nr = 0;
-		for (i = 0; i < c->nranks; i++) {
-			if (want[i] & 1)
-				send[ns++] = i;
-			if (want[i] & 2)
-				recv[nr++] = i;
-		}
-		ret = mlap2p_connect_peers(m, 1, nr, recv, ns, send);
-		if (!ret)
-			for (i = 0; i < c->nranks; i++)
-				c->conn[i] |= want[i];
+		np = 0;
+		for (i = 0; i < c->nranks; i++)
+			if (want[i] && !c->conn[i])
+				peers[np++] = i;
+		ret = mlap2p_connect_peers(m, mlap2p_nccl(m)->p2pnChannels, np,
+					   peers, np, peers);
+		for (i = 0; i < np && !ret; i++)
+			c->conn[peers[i]] = 1;
 	}
 out:
-	free(send);
-	free(recv);
+	free(peers);
 	free(want);
 	return ret;
 }
@@ -323,13 +348,55 @@ static int nc_self(struct nc_comm *c, const struct nc_op *ops, int n)
 }
 
 /*
- * One batch: its collectives in order, then its send/recv together in one
- * libmlap2p group (so every rank schedules a mixed group alike).
+ * The batch's send/recv, all posted before any is waited on (NCCL's group
+ * semantics), each over its peer's P2P channels: a message of several
+ * parts (nc_p2p_parts) puts part k, bytes [bytes*k/K, bytes*(k+1)/K),
+ * on the k-th channel.
+ */
+static int nc_p2p_post(struct mlap2p_comm *m, const struct nc_op *ops, int n,
+		       int me)
+{
+	const struct ncclComm *comm = mlap2p_nccl(m);
+	struct mlap2p_request **req;
+	int i, k, nreq = 0, ret = 0, r;
+
+	req = calloc((size_t)n * (size_t)comm->p2pnChannelsPerPeer,
+		     sizeof(*req));
+	if (!req)
+		return -ENOMEM;
+	for (i = 0; i < n && !ret; i++) {
+		size_t bytes = ops[i].count * nc_dtype_size(ops[i].dtype);
+		int send = ops[i].kind == NC_SEND, peer = ops[i].root, parts;
+		char *buf = send ? (char *)ops[i].sbuf : ops[i].rbuf;
+
+		if ((!send && ops[i].kind != NC_RECV) || peer == me)
+			continue;
+		parts = nc_p2p_parts(comm, bytes);
+		for (k = 0; k < parts && !ret; k++) {
+			size_t lo = bytes * (size_t)k / (size_t)parts;
+			size_t hi = bytes * (size_t)(k + 1) / (size_t)parts;
+			int ch = send ? mlap2p_p2p_channel(comm, me, peer, k) :
+					mlap2p_p2p_channel(comm, peer, me, k);
+
+			ret = mlap2p_ipost_on(m, ch, send, buf + lo, hi - lo,
+					      peer, &req[nreq]);
+			if (!ret)
+				nreq++;
+		}
+	}
+	r = nreq ? mlap2p_request_waitall(nreq, req) : 0;
+	free(req);
+	return ret ? ret : r;
+}
+
+/*
+ * One batch: its collectives in order, then its send/recv, posted
+ * together (so every rank schedules a mixed group alike).
  */
 static int nc_ops_run(struct nc_comm *c, const struct nc_op *ops, int n)
 {
 	struct mlap2p_comm *m = __atomic_load_n(&c->comm, __ATOMIC_ACQUIRE);
-	int i, p2p = 0, ret = 0, r;
+	int i, p2p = 0, ret = 0;
 
 	for (i = 0; i < n && !ret; i++) {
 		if (ops[i].kind == NC_SEND || ops[i].kind == NC_RECV)
@@ -345,23 +412,7 @@ static int nc_ops_run(struct nc_comm *c, const struct nc_op *ops, int n)
 	ret = nc_self(c, ops, n);
 	if (ret)
 		return ret;
-	mlap2p_group_start();
-	for (i = 0; i < n; i++) {
-		size_t bytes = ops[i].count * nc_dtype_size(ops[i].dtype);
-
-		if (ops[i].root == c->rank)
-			continue;
-		if (ops[i].kind == NC_SEND)
-			r = mlap2p_send(m, ops[i].sbuf, bytes, ops[i].root);
-		else if (ops[i].kind == NC_RECV)
-			r = mlap2p_recv(m, ops[i].rbuf, bytes, ops[i].root);
-		else
-			r = 0;
-		if (r && !ret)
-			ret = r;
-	}
-	r = mlap2p_group_end();
-	return ret ? ret : r;
+	return nc_p2p_post(m, ops, n, c->rank);
 }
 
 static int nc_batch_run(struct nc_batch *b, int async)

@@ -7,9 +7,14 @@
  * same exchange inside each child; then four ranks of one thread from
  * ncclCommInitAll, grouped across communicators.
  */
+#include <mlap2p/mlap2p.h>
+#include <mlap2p/transport.h>
+
 #include "nccl_ranks.h"
 
-static const size_t sizes[] = { 2, 2048, 300000 };	/* int32 counts */
+/* int32 counts: LL, LL128, SIMPLE in 2 parts (one per P2P channel),
+ * the last with parts that end mid-element. */
+static const size_t sizes[] = { 2, 2048, 300000, 300001 };
 
 static int32_t val(int from, size_t i, int round)
 {
@@ -55,6 +60,18 @@ static void ring(ncclComm_t comm, cudaStream_t s, int round)
 		free(sb);
 		free(rb);
 		free(self);
+	}
+	/* NCCL's 2 P2P channels per peer: the large ones moved on both. */
+	for (k = 0; n > 1 && k < 2; k++) {
+		struct mlap2p_conn_desc d;
+
+		CHECK(mlap2p_conn_get(mlap2p_nccl_comm(comm), (int)k, next,
+				      MLAP2P_DIR_SEND, &d) == 0);
+		if (!d.host->conn.step) {
+			fprintf(stderr, "rank %d/%d: channel %zu to %d: no step\n",
+				rank, n, k, next);
+			exit(1);
+		}
 	}
 }
 
