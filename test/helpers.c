@@ -6,177 +6,10 @@
 #include "helpers.h"
 #include "kselftest.h"
 
-int t_dev_open(void)
-{
-	return open(MLAP2P_DEVICE_PATH, O_RDWR | O_CLOEXEC);
-}
-
 int t_get_info(int fd, struct mlap2p_info *info)
 {
-	T_POISON(*info);
+	KT_POISON(*info);
 	return ioctl(fd, MLAP2P_IOC_GET_INFO, info) ? -errno : 0;
-}
-
-int t_counter_read(const char *name, uint64_t *val)
-{
-	char path[256], buf[64];
-	unsigned long long v;
-	char *end;
-	ssize_t n;
-	int fd;
-
-	snprintf(path, sizeof(path), T_SYSFS_DIR "/%s", name);
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return -errno;
-	n = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	if (n <= 0)
-		return n < 0 ? -errno : -ENODATA;
-	buf[n] = '\0';
-	errno = 0;
-	v = strtoull(buf, &end, 0);
-	if (errno || end == buf)
-		return -EINVAL;
-	*val = v;
-	return 0;
-}
-
-int t_counters_read(struct t_counters *c)
-{
-	static const struct {
-		const char *name;
-		size_t off;
-	} tab[] = {
-#define MLAP2P_CTR(f) { #f, offsetof(struct t_counters, f) }
-		MLAP2P_CTR(live_regions), MLAP2P_CTR(live_bytes),
-		MLAP2P_CTR(live_mappings), MLAP2P_CTR(live_handles),
-		MLAP2P_CTR(allocs), MLAP2P_CTR(frees), MLAP2P_CTR(exports),
-		MLAP2P_CTR(opens), MLAP2P_CTR(closes), MLAP2P_CTR(rejected),
-		MLAP2P_CTR(hwm_bytes),
-#undef MLAP2P_CTR
-	};
-	size_t i;
-	int ret;
-
-	for (i = 0; i < sizeof(tab) / sizeof(tab[0]); i++) {
-		ret = t_counter_read(tab[i].name,
-				     (uint64_t *)((char *)c + tab[i].off));
-		if (ret)
-			return ret;
-	}
-	return 0;
-}
-
-bool t_live_equal(const struct t_counters *a, const struct t_counters *b)
-{
-	return a->live_regions == b->live_regions &&
-	       a->live_bytes == b->live_bytes &&
-	       a->live_mappings == b->live_mappings &&
-	       a->live_handles == b->live_handles;
-}
-
-bool t_counters_settle(const struct t_counters *base, struct t_counters *now,
-		       int ms)
-{
-	struct timespec ts = { 0, 10 * 1000 * 1000 };
-
-	for (;;) {
-		if (t_counters_read(now))
-			return false;
-		if (t_live_equal(base, now))
-			return true;
-		if (ms <= 0)
-			return false;
-		nanosleep(&ts, NULL);
-		ms -= 10;
-	}
-}
-
-void t_counters_log(const char *what, const struct t_counters *c)
-{
-	ksft_print_msg("%s: regions %llu bytes %llu mappings %llu handles %llu allocs %llu frees %llu exports %llu opens %llu closes %llu rejected %llu hwm %llu\n",
-		       what, (unsigned long long)c->live_regions,
-		       (unsigned long long)c->live_bytes,
-		       (unsigned long long)c->live_mappings,
-		       (unsigned long long)c->live_handles,
-		       (unsigned long long)c->allocs,
-		       (unsigned long long)c->frees,
-		       (unsigned long long)c->exports,
-		       (unsigned long long)c->opens,
-		       (unsigned long long)c->closes,
-		       (unsigned long long)c->rejected,
-		       (unsigned long long)c->hwm_bytes);
-}
-
-int t_write_full(int fd, const void *buf, size_t len)
-{
-	const char *p = buf;
-
-	while (len) {
-		ssize_t n = write(fd, p, len);
-
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			return n < 0 ? -errno : -EPIPE;
-		p += n;
-		len -= (size_t)n;
-	}
-	return 0;
-}
-
-int t_read_full(int fd, void *buf, size_t len)
-{
-	char *p = buf;
-
-	while (len) {
-		ssize_t n = read(fd, p, len);
-
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			return n < 0 ? -errno : -EPIPE;
-		p += n;
-		len -= (size_t)n;
-	}
-	return 0;
-}
-
-int t_wait(pid_t pid)
-{
-	int status;
-
-	while (waitpid(pid, &status, 0) < 0) {
-		if (errno != EINTR)
-			return -errno;
-	}
-	if (WIFEXITED(status))
-		return WEXITSTATUS(status);
-	if (WIFSIGNALED(status))
-		return 128 + WTERMSIG(status);
-	return -ECHILD;
-}
-
-void t_fill(void *p, size_t len, uint32_t seed)
-{
-	uint32_t *w = p;
-	size_t i;
-
-	for (i = 0; i < len / 4; i++)
-		w[i] = seed ^ (uint32_t)(i * 2654435761u);
-}
-
-long t_check(const void *p, size_t len, uint32_t seed)
-{
-	const volatile uint32_t *w = p;
-	size_t i;
-
-	for (i = 0; i < len / 4; i++) {
-		if (w[i] != (seed ^ (uint32_t)(i * 2654435761u)))
-			return (long)(i * 4);
-	}
-	return -1;
 }
 
 long t_first_nonzero(const void *p, size_t len)
@@ -240,7 +73,7 @@ const char *t_node_topology(void)
 	if (strcasecmp(rt, "kmod"))
 		return NULL;
 	/* Let the library say what is wrong with the device itself. */
-	fd = t_dev_open();
+	fd = kt_dev_open();
 	if (fd < 0)
 		return NULL;
 	ret = t_get_info(fd, &info);
@@ -352,7 +185,7 @@ int t_fork(struct t_procs *p, int n,
 			close(fds[1]);
 			for (k = 0; k < i; k++)
 				close(p->pipe[k]);
-			if (t_read_full(fds[0], &id, sizeof(id)))
+			if (kt_read_full(fds[0], &id, sizeof(id)))
 				_exit(99);
 			close(fds[0]);
 			k = child(i, &id, arg);
@@ -372,7 +205,7 @@ int t_procs_start(struct t_procs *p, const struct mlap2p_unique_id *id)
 	int i, ret = 0;
 
 	for (i = 0; i < p->n; i++) {
-		if (t_write_full(p->pipe[i], id, sizeof(*id)))
+		if (kt_write_full(p->pipe[i], id, sizeof(*id)))
 			ret = -EPIPE;
 		close(p->pipe[i]);
 	}
@@ -384,7 +217,7 @@ int t_procs_wait(struct t_procs *p)
 	int i, st, ret = 0;
 
 	for (i = 0; i < p->n; i++) {
-		st = t_wait(p->pid[i]);
+		st = kt_wait(p->pid[i]);
 		if (st && !ret) {
 			ksft_print_msg("child %d (pid %d) ended with %d\n", i,
 				       (int)p->pid[i], st);
@@ -439,8 +272,8 @@ int t_send_pattern(struct mlap2p_comm *comm, int channel, int peer)
 			return 3;
 		if (n > T_PATTERN_BYTES)
 			n = T_PATTERN_BYTES;
-		t_fill(c->buffs[p], n, seed);
-		t_fill(c->buffs[p] + d.buff_sizes[p] - n, n, ~seed);
+		kt_fill(c->buffs[p], n, seed);
+		kt_fill(c->buffs[p] + d.buff_sizes[p] - n, n, ~seed);
 		k++;
 		c->sizesFifo[k % NCCL_STEPS] = (int)(n + (size_t)p);
 		__atomic_store_n(c->tail, k, __ATOMIC_RELEASE);
@@ -490,9 +323,9 @@ int t_recv_pattern(struct mlap2p_comm *comm, int channel, int peer)
 			return 14;
 		if (c->sizesFifo[k % NCCL_STEPS] != (int)(n + (size_t)p))
 			return 15;
-		if (t_check(c->buffs[p], n, seed) >= 0)
+		if (kt_check(c->buffs[p], n, seed) >= 0)
 			return 16;
-		if (t_check(c->buffs[p] + d.buff_sizes[p] - n, n,
+		if (kt_check(c->buffs[p] + d.buff_sizes[p] - n, n,
 			    ~seed) >= 0)
 			return 17;
 		__atomic_store_n(c->head, k, __ATOMIC_RELEASE);

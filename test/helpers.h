@@ -15,9 +15,9 @@
  *    bumps *tail; the receiver waits for tail, checks the bytes, bumps
  *    *head; the sender waits for head.  Plus sizesFifo and ptrExchange.
  *  - t_fd_count(), t_memfd_count(): what a process holds, for teardown;
- *    t_counters_*(): what the module holds (its sysfs counters).
- *  - t_write_full(), t_read_full(), t_wait(), t_fill(), t_check(): pipes,
- *    children and byte patterns.
+ *    kt_counters_*(): what the module holds (its sysfs counters).
+ *  - kt_write_full(), kt_read_full(), kt_wait(), kt_fill(), kt_check():
+ *    pipes, children and byte patterns, shared with selftests/mlap2p/.
  *  - t_link_counts(): one link's counters from mlap2p_dump_state().
  *
  * Every helper returns 0 or a small positive step number (or -errno where
@@ -57,6 +57,7 @@
 #include <mlap2p/dataplane.h>
 
 #include "bootstrap.h"
+#include "mlap2p_util.h"
 #include "comm.h"
 #include "log.h"
 #include "rt/rt.h"
@@ -67,79 +68,18 @@
 #include <sanitizer/lsan_interface.h>
 #endif
 
-#define T_POISON_BYTE	0xcc
-
-/* Fill an object (not a pointer) with the poison byte. */
-#define T_POISON(obj)	memset(&(obj), T_POISON_BYTE, sizeof(obj))
-
 /* ---- /dev/mlap2p, for the kmod runtime's cases ---- */
-
-int t_dev_open(void);
 
 int t_get_info(int fd, struct mlap2p_info *info);
 
-/* ---- the module's sysfs counters ---- */
-
-#define T_SYSFS_DIR	"/sys/class/misc/mlap2p"
-
-struct t_counters {
-	uint64_t live_regions;
-	uint64_t live_bytes;
-	uint64_t live_mappings;
-	uint64_t live_handles;
-	uint64_t allocs;
-	uint64_t frees;
-	uint64_t exports;
-	uint64_t opens;
-	uint64_t closes;
-	uint64_t rejected;
-	uint64_t hwm_bytes;
-};
-
-/* 0 and the value of /sys/class/misc/mlap2p/<name>, or -errno. */
-int t_counter_read(const char *name, uint64_t *val);
-
-/* Reads every counter; 0 or the -errno of the first one missing. */
-int t_counters_read(struct t_counters *c);
-
-bool t_live_equal(const struct t_counters *a, const struct t_counters *b);
-
 /*
- * Waits up to @ms for the live counters to come back to @base (a process's
- * files and mappings are gone once waitpid() returns, but give deferred
- * work a moment).  @now holds the last reading.  True when they match.
+ * ---- processes, pipes, patterns, the module's counters ----
+ *
+ * The kernel selftests' helpers (selftests/mlap2p/mlap2p_util.h, linked in
+ * here too): kt_dev_open(), kt_counters_*(), kt_write_full(),
+ * kt_read_full(), kt_wait(), kt_fill(), kt_check(), kt_child_fail(),
+ * KT_POISON().
  */
-bool t_counters_settle(const struct t_counters *base, struct t_counters *now,
-		       int ms);
-
-void t_counters_log(const char *what, const struct t_counters *c);
-
-/* ---- processes, pipes and patterns ---- */
-
-/* 0 when all @len bytes moved, else -errno (-EPIPE on early EOF). */
-int t_write_full(int fd, const void *buf, size_t len);
-
-int t_read_full(int fd, void *buf, size_t len);
-
-/*
- * Waits for @pid: its exit code, 128 + signal if a signal killed it, or
- * -errno if waitpid() failed.
- */
-int t_wait(pid_t pid);
-
-/* Print a "# "-prefixed diagnostic from a forked child and return @code. */
-#define t_child_fail(code, fmt, ...)					\
-	({								\
-		ksft_print_msg("child %d: " fmt "\n", (int)getpid(),	\
-			       ##__VA_ARGS__);				\
-		(code);							\
-	})
-
-/* Fill @len bytes at @p with a pattern derived from @seed and the offset. */
-void t_fill(void *p, size_t len, uint32_t seed);
-
-/* Offset of the first word that differs from the pattern, or -1. */
-long t_check(const void *p, size_t len, uint32_t seed);
 
 /* Offset of the first non-zero byte, or -1. */
 long t_first_nonzero(const void *p, size_t len);

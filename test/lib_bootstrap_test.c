@@ -87,12 +87,12 @@ static int missing_child(int idx, struct mlap2p_unique_id *id, void *arg)
 	/* Ranks 0 and 3 of 4 come; 1 and 2 never do. */
 	ret = mlap2p_comm_init_rank(&comm, 4, id, idx ? 3 : 0, idx ? 12 : 0);
 	if (ret != -ETIMEDOUT)
-		return t_child_fail(1, "init gave %d", ret);
+		return kt_child_fail(1, "init gave %d", ret);
 	if (mlap2p_now_ms() - t0 > 4000)
-		return t_child_fail(2, "took %lld ms",
+		return kt_child_fail(2, "took %lld ms",
 					 (long long)(mlap2p_now_ms() - t0));
 	if (!strstr(mlap2p_last_error(), "ranks 1, 2 of 4 did not arrive"))
-		return t_child_fail(3, "message: %s", mlap2p_last_error());
+		return kt_child_fail(3, "message: %s", mlap2p_last_error());
 	return 0;
 }
 
@@ -142,7 +142,7 @@ static int nranks_child(int idx, struct mlap2p_unique_id *id, void *arg)
 		return NR_SECOND;
 	if (ret == -ETIMEDOUT && strstr(mlap2p_last_error(), missing[idx]))
 		return NR_FIRST;
-	return t_child_fail(1, "init gave %d: %s", ret,
+	return kt_child_fail(1, "init gave %d: %s", ret,
 				 mlap2p_last_error());
 }
 
@@ -160,8 +160,8 @@ TEST(nranks_mismatch)
 	ASSERT_EQ(0, t_fork(&p, 2, nranks_child, NULL));
 	ASSERT_EQ(0, mlap2p_get_unique_id(&id));
 	ASSERT_EQ(0, t_procs_start(&p, &id));
-	st0 = t_wait(p.pid[0]);
-	st1 = t_wait(p.pid[1]);
+	st0 = kt_wait(p.pid[0]);
+	st1 = kt_wait(p.pid[1]);
 	EXPECT_EQ(NR_FIRST + NR_SECOND, st0 + st1);
 	EXPECT_NE(st0, st1);
 }
@@ -176,19 +176,19 @@ static int dead_child(int idx, struct mlap2p_unique_id *id, void *arg)
 
 	(void)arg;
 	if (mlap2p_comm_init_rank(&comm, 2, id, idx, idx * 4))
-		return t_child_fail(1, "init: %s", mlap2p_last_error());
+		return kt_child_fail(1, "init: %s", mlap2p_last_error());
 	if (idx == 1)
 		_exit(0);	/* dies without a word */
 	t0 = mlap2p_now_ms();
 	ret = mlap2p_connect_peers(comm, 1, 1, &peer, 1, &peer);
 	if (ret != -ESRCH)
-		return t_child_fail(2, "connect gave %d: %s", ret,
+		return kt_child_fail(2, "connect gave %d: %s", ret,
 					 mlap2p_last_error());
 	if (mlap2p_now_ms() - t0 > 5000)
-		return t_child_fail(3, "took %lld ms",
+		return kt_child_fail(3, "took %lld ms",
 					 (long long)(mlap2p_now_ms() - t0));
 	if (!strstr(mlap2p_last_error(), "rank 1"))
-		return t_child_fail(4, "%s", mlap2p_last_error());
+		return kt_child_fail(4, "%s", mlap2p_last_error());
 	mlap2p_comm_abort(comm);
 	return 0;
 }
@@ -204,9 +204,9 @@ TEST(dead_peer_is_named)
 	ASSERT_EQ(0, mlap2p_get_unique_id(&id));
 	ASSERT_EQ(0, t_procs_start(&p, &id));
 	/* Reap rank 1 only after rank 0 is done: a zombie must count as dead. */
-	st = t_wait(p.pid[0]);
+	st = kt_wait(p.pid[0]);
 	EXPECT_EQ(0, st);
-	EXPECT_EQ(0, t_wait(p.pid[1]));
+	EXPECT_EQ(0, kt_wait(p.pid[1]));
 }
 
 /* ---- NCCL_COMM_ID: a fixed root address, no id passed around ---- */
@@ -236,9 +236,9 @@ static int commid_child(int idx, struct mlap2p_unique_id *unused, void *arg)
 	(void)arg;
 	/* Each process makes its own id from NCCL_COMM_ID. */
 	if (mlap2p_get_unique_id(&id))
-		return t_child_fail(1, "%s", mlap2p_last_error());
+		return kt_child_fail(1, "%s", mlap2p_last_error());
 	if (mlap2p_comm_init_rank(&comm, 2, &id, idx, idx * 4))
-		return t_child_fail(2, "%s", mlap2p_last_error());
+		return kt_child_fail(2, "%s", mlap2p_last_error());
 	ret = mlap2p_connect_peers(comm, 1, 1, &peer, 1, &peer);
 	if (!ret)
 		ret = t_exchange(comm, 0, peer);

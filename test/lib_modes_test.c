@@ -173,7 +173,7 @@ static int ipc_child(int idx, struct mlap2p_unique_id *id, void *arg)
 	int ret;
 
 	if (mlap2p_comm_init_rank(&comm, 2, id, idx, idx ? CORE_B : CORE_A))
-		return t_child_fail(1, "init: %s", mlap2p_last_error());
+		return kt_child_fail(1, "init: %s", mlap2p_last_error());
 	ret = pair_body(comm, 1 - idx, a->path, a->read);
 	if (ret)
 		ksft_print_msg("rank %d step %d: %s\n", idx, ret,

@@ -276,7 +276,7 @@ static int hostid_warned(int step, const char *want)
 {
 	if (!strcmp(mlap2p_last_error(), want))
 		return 0;
-	return t_child_fail(step, "want '%s', got '%s'", want,
+	return kt_child_fail(step, "want '%s', got '%s'", want,
 				 mlap2p_last_error());
 }
 
@@ -292,22 +292,22 @@ static int hostid_pair(struct mlap2p_comm *api,
 	char expect[160];
 
 	if (t_check_runtime(api))
-		return t_child_fail(10, "runtime %s",
+		return kt_child_fail(10, "runtime %s",
 					 mlap2p_rt_kind_name(comm->rt->kind));
 	if ((me->hostHash == pi->hostHash) != v->same_host)
-		return t_child_fail(11, "hostHash %016llx vs %016llx",
+		return kt_child_fail(11, "hostHash %016llx vs %016llx",
 					 (unsigned long long)me->hostHash,
 					 (unsigned long long)pi->hostHash);
 	edge = comm->topo->edge[idx * 2 + peer];
 	if (edge != (v->same_host ? MLAP2P_EDGE_D2D : MLAP2P_EDGE_NONE))
-		return t_child_fail(12, "edge %d", edge);
+		return kt_child_fail(12, "edge %d", edge);
 	if (p2pTransport.canConnect(&ok, comm->topo, NULL, me, pi) ||
 	    ok != v->same_host)
-		return t_child_fail(13, "P2P canConnect %d", ok);
+		return kt_child_fail(13, "P2P canConnect %d", ok);
 
 	ret = mlap2p_connect_peers(api, 1, 1, &peer, 1, &peer);
 	if (ret != v->connect_ret)
-		return t_child_fail(14, "connect: %d (%s)", ret,
+		return kt_child_fail(14, "connect: %d (%s)", ret,
 					 mlap2p_last_error());
 	if (ret) {
 		snprintf(expect, sizeof(expect),
@@ -317,7 +317,7 @@ static int hostid_pair(struct mlap2p_comm *api,
 	}
 	if (mlap2p_conn_get(api, 0, peer, MLAP2P_DIR_SEND, &d) ||
 	    d.path != MLAP2P_PATH_IPC)
-		return t_child_fail(16, "not P2P/IPC");
+		return kt_child_fail(16, "not P2P/IPC");
 	return t_exchange(api, 0, peer);
 }
 
@@ -334,7 +334,7 @@ static int hostid_child(int idx, struct mlap2p_unique_id *id, void *arg)
 		unsetenv("NCCL_HOSTID");
 	ret = mlap2p_comm_init_rank(&comm, 2, id, idx, v->core[idx]);
 	if (ret != v->init_ret)
-		return t_child_fail(1, "init: %d (%s)", ret,
+		return kt_child_fail(1, "init: %d (%s)", ret,
 					 mlap2p_last_error());
 	if (ret) {
 		snprintf(expect, sizeof(expect),

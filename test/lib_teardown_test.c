@@ -35,7 +35,7 @@ static int fds_settle(int want, int ms)
 
 struct td_state {
 	bool kmod;
-	struct t_counters base;
+	struct kt_counters base;
 };
 
 static void td_setup(struct td_state *st)
@@ -45,21 +45,21 @@ static void td_setup(struct td_state *st)
 	setenv("MLAP2P_BOOTSTRAP_TIMEOUT", "20s", 1);
 	t_small_buffers();
 	st->kmod = using_kmod();
-	if (st->kmod && t_counters_read(&st->base))
+	if (st->kmod && kt_counters_read(&st->base))
 		st->kmod = false;
 }
 
 /* The module's live counters are back where they were. */
 static int td_counters_back(struct td_state *st)
 {
-	struct t_counters now;
+	struct kt_counters now;
 
 	if (!st->kmod)
 		return 0;
-	if (t_counters_settle(&st->base, &now, 3000))
+	if (kt_counters_settle(&st->base, &now, 3000))
 		return 0;
-	t_counters_log("baseline", &st->base);
-	t_counters_log("now", &now);
+	kt_counters_log("baseline", &st->base);
+	kt_counters_log("now", &now);
 	return 1;
 }
 
@@ -170,9 +170,9 @@ static int early_abort_rank(struct t_rank *r)
 	if (mlap2p_conn_get(r->comm, 0, peer, MLAP2P_DIR_SEND, &d))
 		ret = 3;
 	if (!ret) {
-		t_fill(d.host->conn.buffs[NCCL_PROTO_SIMPLE], 4096, 5);
+		kt_fill(d.host->conn.buffs[NCCL_PROTO_SIMPLE], 4096, 5);
 		__atomic_store_n(d.host->conn.tail, 7, __ATOMIC_RELEASE);
-		if (t_check(d.host->conn.buffs[NCCL_PROTO_SIMPLE], 4096, 5) >= 0)
+		if (kt_check(d.host->conn.buffs[NCCL_PROTO_SIMPLE], 4096, 5) >= 0)
 			ret = 4;
 	}
 	if (!ret && mlap2p_conn_get(r->comm, 0, peer, MLAP2P_DIR_RECV, &d))
@@ -228,7 +228,7 @@ static int td_child(int idx, struct mlap2p_unique_id *id, void *arg)
 
 	if (idx == 1) {
 		if (mlap2p_comm_init_rank(&comm, 3, id, 1, 8))
-			return t_child_fail(1, "%s", mlap2p_last_error());
+			return kt_child_fail(1, "%s", mlap2p_last_error());
 		ret = mlap2p_connect_peers(comm, a->nchannels, 1, &peer, 1,
 					   &peer) ? 2 : 0;
 		for (c = 0; c < a->nchannels && !ret; c++)
@@ -265,12 +265,12 @@ static int td_child(int idx, struct mlap2p_unique_id *id, void *arg)
 		}
 	}
 	if (ret)
-		return t_child_fail(ret, "%s", mlap2p_last_error());
+		return kt_child_fail(ret, "%s", mlap2p_last_error());
 	n = fds_settle(fds0, 2000);
 	if (n != fds0)
-		return t_child_fail(20, "%d descriptors, %d before", n, fds0);
+		return kt_child_fail(20, "%d descriptors, %d before", n, fds0);
 	if (t_memfd_count())
-		return t_child_fail(21, "memfds left");
+		return kt_child_fail(21, "memfds left");
 	return 0;
 }
 
@@ -397,7 +397,7 @@ static int kill_report_stage(struct kill_arg *a, int rank)
 	rep.rank = rank;
 	if (rank == 1)
 		own_host_sockets(rep.sockets, sizeof(rep.sockets));
-	return t_write_full(a->pipe[1], &rep, sizeof(rep));
+	return kt_write_full(a->pipe[1], &rep, sizeof(rep));
 }
 
 /*
@@ -423,7 +423,7 @@ static int kill_child(int idx, struct mlap2p_unique_id *id, void *arg)
 			/* Half a transfer: data and tail, never a head back. */
 			if (mlap2p_conn_get(comm, 0, peer, MLAP2P_DIR_SEND, &d))
 				return 3;
-			t_fill(d.host->conn.buffs[NCCL_PROTO_SIMPLE], 4096, 77);
+			kt_fill(d.host->conn.buffs[NCCL_PROTO_SIMPLE], 4096, 77);
 			__atomic_store_n(d.host->conn.tail, 1, __ATOMIC_RELEASE);
 		}
 		kill_report_stage(a, 1);
@@ -435,14 +435,14 @@ static int kill_child(int idx, struct mlap2p_unique_id *id, void *arg)
 	for (k = 0; k < 1000 && !mlap2p_peer_alive(mlap2p_nccl(comm), 1); k++)
 		usleep(10 * 1000);
 	if (!mlap2p_peer_alive(mlap2p_nccl(comm), 1))
-		return t_child_fail(4, "rank 1 still looks alive");
+		return kt_child_fail(4, "rank 1 still looks alive");
 	if (a->stage == 2) {
 		if (mlap2p_conn_get(comm, 0, peer, MLAP2P_DIR_RECV, &d))
 			return 5;
 		if (__atomic_load_n(d.host->conn.tail, __ATOMIC_ACQUIRE) != 1 ||
-		    t_check(d.host->conn.buffs[NCCL_PROTO_SIMPLE], 4096,
+		    kt_check(d.host->conn.buffs[NCCL_PROTO_SIMPLE], 4096,
 			    77) >= 0)
-			return t_child_fail(6, "the dead peer's data is gone");
+			return kt_child_fail(6, "the dead peer's data is gone");
 	}
 	t0 = mlap2p_now_ms();
 	ret = mlap2p_comm_destroy(comm);
@@ -452,10 +452,10 @@ static int kill_child(int idx, struct mlap2p_unique_id *id, void *arg)
 	 * logged: a loaded machine stretches any bound.
 	 */
 	if (ret != -ESRCH || !strstr(mlap2p_last_error(), "rank 1"))
-		return t_child_fail(7, "destroy gave %d after %lld ms: %s",
+		return kt_child_fail(7, "destroy gave %d after %lld ms: %s",
 					 ret, (long long)(mlap2p_now_ms() - t0),
 					 mlap2p_last_error());
-	return t_memfd_count() ? t_child_fail(9, "memfds left") : 0;
+	return t_memfd_count() ? kt_child_fail(9, "memfds left") : 0;
 }
 
 FIXTURE(killed) {
@@ -495,7 +495,7 @@ TEST_F(killed, leaves_nothing_behind)
 	ASSERT_EQ(0, t_procs_start(&p, &id));
 	/* Both ranks at the stage, in either order; keep the victim's. */
 	for (i = 0; i < 2; i++) {
-		ASSERT_EQ(0, t_read_full(a.pipe[0], &got, sizeof(got)));
+		ASSERT_EQ(0, kt_read_full(a.pipe[0], &got, sizeof(got)));
 		if (got.rank == 1)
 			rep = got;
 	}
@@ -503,8 +503,8 @@ TEST_F(killed, leaves_nothing_behind)
 	if (!self->st.kmod && variant->stage)
 		EXPECT_NE(0, rep.sockets[0]);	/* it did export over IPC */
 	kill(p.pid[1], SIGKILL);
-	EXPECT_EQ(0, t_wait(p.pid[0]));
-	EXPECT_EQ(128 + SIGKILL, t_wait(p.pid[1]));
+	EXPECT_EQ(0, kt_wait(p.pid[0]));
+	EXPECT_EQ(128 + SIGKILL, kt_wait(p.pid[1]));
 	EXPECT_EQ(shm0, shm_entries());
 	EXPECT_EQ(0, still_bound(rep.sockets)) TH_LOG("%s", rep.sockets);
 	EXPECT_EQ(0, td_counters_back(&self->st));
