@@ -4,7 +4,8 @@
  * exchange across rank processes on a stream and on the NULL stream, at
  * LL, LL128 and SIMPLE sizes, send/recv to self; then split by parity with
  * reversed keys (and one rank opting out with NCCL_SPLIT_NOCOLOR) and the
- * same exchange inside each child; then four ranks of one thread from
+ * same exchange inside each child, and a split of everyone with
+ * splitShare = 1 used in turn with its parent; then four ranks of one thread from
  * ncclCommInitAll, grouped across communicators.
  */
 #include <mlap2p/mlap2p.h>
@@ -128,6 +129,19 @@ static int rank_main(int rank, int nranks, ncclUniqueId id)
 		NCCLCHECK(ncclCommGetAsyncError(sub, &st));
 		CHECK(st == ncclSuccess);
 		NCCLCHECK(ncclCommDestroy(sub));
+	}
+	/* splitShare = 1 (accepted; the child still has FIFOs of its own):
+	 * parent and child used in turn keep their messages apart. */
+	{
+		ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
+		ncclComm_t all;
+
+		cfg.splitShare = 1;
+		NCCLCHECK(ncclCommSplit(comm, 0, rank, &all, &cfg));
+		ring(all, NULL, 6);
+		ring(comm, NULL, 7);
+		ring(all, s, 8);
+		NCCLCHECK(ncclCommDestroy(all));
 	}
 	/* Everyone out: a split where nobody takes part. */
 	NCCLCHECK(ncclCommSplit(comm, NCCL_SPLIT_NOCOLOR, 0, &none, NULL));
