@@ -441,6 +441,7 @@ struct matrix {
 	int stride;		/* run every stride-th case */
 	int oneshot;		/* -1 auto, 0 ring only, 1 one-shot only */
 	int big;		/* counts past several ring loops */
+	int net;		/* every ring connection must be NET */
 };
 
 static size_t pick_count(int which, int n, int dt, int big)
@@ -537,6 +538,17 @@ static int matrix_body(struct job *j, int rank, struct mlap2p_comm *comm)
 			;
 		if (n > 1 && !c.nrings)
 			return 23;
+		for (r = 0; m->net && r < c.nrings; r++) {
+			struct mlap2p_conn_desc d;
+			int q;
+
+			for (q = 0; c.rings[r][q] != rank; q++)
+				;
+			if (mlap2p_conn_get(comm, r, c.rings[r][(q + 1) % n],
+					    MLAP2P_DIR_SEND, &d) ||
+			    d.path != MLAP2P_PATH_NET)
+				return 25;
+		}
 		if (kind == C_REDUCE && rank != root)
 			continue;
 		expect(&c, want);
@@ -570,6 +582,7 @@ FIXTURE(matrix) {
 
 FIXTURE_VARIANT(matrix) {
 	int n, threads, proto, stride, oneshot, big;
+	int net;		/* NCCL_P2P_DISABLE=1: the rings over NET */
 	const char *algo;
 };
 
@@ -593,16 +606,25 @@ MV(p2_simple, .n = 2, .threads = 0, .proto = 2, .stride = 5, .oneshot = -1);
 MV(p3_auto, .n = 3, .threads = 0, .proto = -1, .stride = 3, .oneshot = -1, .big = 1);
 MV(p4_ll128, .n = 4, .threads = 0, .proto = 1, .stride = 9, .oneshot = -1);
 MV(p8_auto, .n = 8, .threads = 0, .proto = -1, .stride = 11, .oneshot = -1, .big = 1);
+MV(t3_net, .n = 3, .threads = 1, .proto = -1, .stride = 7, .oneshot = -1, .big = 1, .net = 1);
+MV(p2_net, .n = 2, .threads = 0, .proto = -1, .stride = 9, .oneshot = 0, .big = 1, .net = 1);
 
 FIXTURE_SETUP(matrix)
 {
 	env_defaults();
+	if (variant->net) {
+		setenv("NCCL_P2P_DISABLE", "1", 1);
+		unsetenv("MLAP2P_NET_DISABLE");
+		if (!t_net_available())
+			SKIP(return, "no libfabric provider for NET");
+	}
 	if (variant->algo)
 		setenv("NCCL_ALGO", variant->algo, 1);
 	self->m.proto = variant->proto;
 	self->m.stride = variant->stride;
 	self->m.oneshot = variant->oneshot;
 	self->m.big = variant->big;
+	self->m.net = variant->net;
 	memset(&self->j, 0, sizeof(self->j));
 	self->j.n = variant->n;
 	self->j.threads = variant->threads;
@@ -613,10 +635,13 @@ FIXTURE_SETUP(matrix)
 FIXTURE_TEARDOWN(matrix)
 {
 	unsetenv("NCCL_ALGO");
+	unsetenv("NCCL_P2P_DISABLE");
 }
 
 TEST_F_TIMEOUT(matrix, every_case_exact, 300)
 {
+	if (_metadata->skip)
+		return;
 	ASSERT_EQ(0, job_run(&self->j, 290));
 }
 

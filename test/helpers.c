@@ -450,3 +450,21 @@ int t_link_counts(struct mlap2p_comm *comm, const char *key,
 		return -1;
 	return 0;
 }
+
+int t_net_available(void)
+{
+	struct mlap2p_unique_id id;
+	struct t_rank r = { .nranks = 1 };
+	int ok = 0;
+
+	if (mlap2p_get_unique_id(&id))
+		return 0;
+	r.id = id;
+	if (t_init(&r))
+		return 0;
+	netTransport.canConnect(&ok, mlap2p_nccl(r.comm)->topo, NULL,
+				&mlap2p_nccl(r.comm)->peerInfo[0],
+				&mlap2p_nccl(r.comm)->peerInfo[0]);
+	mlap2p_comm_destroy(r.comm);
+	return ok;
+}

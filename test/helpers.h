@@ -63,6 +63,7 @@
 #include "rt/rt.h"
 #include "topo.h"
 #include "transport.h"
+#include "transport/net.h"
 
 #ifdef __SANITIZE_ADDRESS__
 #include <sanitizer/lsan_interface.h>
@@ -89,6 +90,12 @@ long t_first_nonzero(const void *p, size_t len);
 
 /* Small FIFOs: every side still rounds up to 2 MiB. */
 void t_small_buffers(void);
+
+/*
+ * 1 if the NET transport has a libfabric provider under the current
+ * environment (asks it, as selection does, on a 1-rank communicator).
+ */
+int t_net_available(void);
 
 /* What every P2P selection test sets, whatever the runtime. */
 void t_p2p_only(void);

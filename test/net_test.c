@@ -37,24 +37,11 @@ static void net_env(void)
 	setenv("MLAP2P_BOOTSTRAP_TIMEOUT", "30s", 1);
 }
 
-/* Is there a provider at all?  (Asks the transport, as selection does.) */
+/* Is there a provider at all? */
 static int net_available(void)
 {
-	struct mlap2p_unique_id id;
-	struct t_rank r = { .nranks = 1 };
-	int ok = 0;
-
 	net_env();
-	if (mlap2p_get_unique_id(&id))
-		return 0;
-	r.id = id;
-	if (t_init(&r))
-		return 0;
-	netTransport.canConnect(&ok, mlap2p_nccl(r.comm)->topo, NULL,
-				&mlap2p_nccl(r.comm)->peerInfo[0],
-				&mlap2p_nccl(r.comm)->peerInfo[0]);
-	mlap2p_comm_destroy(r.comm);
-	return ok;
+	return t_net_available();
 }
 
 /*
