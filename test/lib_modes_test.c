@@ -465,4 +465,49 @@ TEST_F(modes, info_lines_indirect)
 	}
 }
 
+/*
+ * The intermediate's device is printed as the seed prints its busId, %lx:
+ * cores 16 (MLA 4) and 24 (MLA 6) relay through MLA 5, where rank 2 runs
+ * on core 20, so both lines end "P2P/indirect/2[14]".  Threads of one
+ * process (the form does not depend on the mode).
+ */
+static int hex_rank(struct t_rank *r)
+{
+	int peer = 1 - r->rank, ret = 0;
+
+	if (t_init(r))
+		return 1;
+	if (r->rank != 2 &&
+	    mlap2p_connect_peers(r->comm, 2, 1, &peer, 1, &peer))
+		ret = 2;
+	if (mlap2p_comm_destroy(r->comm) && !ret)
+		ret = 3;
+	return ret;
+}
+
+TEST_F(modes, info_lines_indirect_hex)
+{
+	int cores[3] = { 16, 24, 20 };
+	struct t_rank ranks[3];
+	char file[64];
+	int c, i;
+
+	if (variant->buffsize)
+		SKIP(return, "write and read are enough");
+	info_start(file, sizeof(file));
+	ASSERT_EQ(0, t_run_threads(3, cores, hex_rank, NULL, ranks));
+	for (c = 0; c < 2; c++) {
+		for (i = 0; i < 2; i++) {
+			EXPECT_EQ(1, info_count(file, "P2P/indirect/2[14]", c,
+						i, cores[i], 1 - i,
+						cores[1 - i], variant->read))
+				TH_LOG("%s: channel %d, rank %d", file, c, i);
+		}
+	}
+	/* Not the decimal form of the old code. */
+	EXPECT_EQ(0, grep_count(file, "P2P/indirect/2[20]"));
+	EXPECT_EQ(4, grep_count(file, "via P2P/"));
+	unlink(file);
+}
+
 TEST_HARNESS_MAIN

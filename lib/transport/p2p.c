@@ -229,10 +229,11 @@ static ncclResult_t p2pSendSetup(struct ncclComm *comm,
 		     channelId, myInfo->rank, myInfo->cudaDev, peerInfo->rank,
 		     peerInfo->cudaDev, p2pReadStr(useRead));
 	else
-		INFO(NCCL_INIT | NCCL_P2P, "Channel %02d : %d[%d] -> %d[%d] via P2P/indirect/%d[%d]%s",
+		/* The seed's text: the intermediate's busId, in hex. */
+		INFO(NCCL_INIT | NCCL_P2P, "Channel %02d : %d[%d] -> %d[%d] via P2P/indirect/%d[%lx]%s",
 		     channelId, myInfo->rank, myInfo->cudaDev, peerInfo->rank,
 		     peerInfo->cudaDev, intermediateRank,
-		     comm->peerInfo[intermediateRank].cudaDev,
+		     (long)comm->peerInfo[intermediateRank].busId,
 		     p2pReadStr(useRead));
 	memcpy(connectInfo, &blob, sizeof(blob));
 	return ncclSuccess;
