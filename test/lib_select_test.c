@@ -53,11 +53,28 @@ FIXTURE_VARIANT_ADD(select, level_local) { .level = "LOCAL", .max = MLAP2P_EDGE_
 FIXTURE_VARIANT_ADD(select, level_d2d) { .level = "d2d", .max = MLAP2P_EDGE_D2D };
 FIXTURE_VARIANT_ADD(select, level_relay) { .level = "RELAY", .max = MLAP2P_EDGE_RELAY };
 FIXTURE_VARIANT_ADD(select, level_pod) { .level = "POD", .max = MLAP2P_EDGE_POD };
-FIXTURE_VARIANT_ADD(select, level_1) { .level = "1", .max = MLAP2P_EDGE_LOCAL };
-FIXTURE_VARIANT_ADD(select, level_2) { .level = "2", .max = MLAP2P_EDGE_D2D };
+/* NCCL's path names, mapped onto the classes (docs/topology.md). */
+FIXTURE_VARIANT_ADD(select, level_loc) { .level = "LOC", .max = MLAP2P_EDGE_LOCAL };
+FIXTURE_VARIANT_ADD(select, level_nvl) { .level = "NVL", .max = MLAP2P_EDGE_D2D };
+FIXTURE_VARIANT_ADD(select, level_nvb) { .level = "NVB", .max = MLAP2P_EDGE_RELAY };
+FIXTURE_VARIANT_ADD(select, level_pix) { .level = "PIX", .max = MLAP2P_EDGE_RELAY };
+FIXTURE_VARIANT_ADD(select, level_pxb) { .level = "PXB", .max = MLAP2P_EDGE_RELAY };
+FIXTURE_VARIANT_ADD(select, level_phb) { .level = "PHB", .max = MLAP2P_EDGE_RELAY };
+FIXTURE_VARIANT_ADD(select, level_sys) { .level = "SYS", .max = MLAP2P_EDGE_POD };
+FIXTURE_VARIANT_ADD(select, level_nvl_lower) { .level = "nvl", .max = MLAP2P_EDGE_D2D };
+/* NCCL's old numbers: 0 LOC, 1 PIX, 2 PXB, 3 PHB, 4 and above SYS. */
+FIXTURE_VARIANT_ADD(select, level_0) { .level = "0", .max = MLAP2P_EDGE_LOCAL };
+FIXTURE_VARIANT_ADD(select, level_1) { .level = "1", .max = MLAP2P_EDGE_RELAY };
+FIXTURE_VARIANT_ADD(select, level_2) { .level = "2", .max = MLAP2P_EDGE_RELAY };
 FIXTURE_VARIANT_ADD(select, level_3) { .level = "3", .max = MLAP2P_EDGE_RELAY };
 FIXTURE_VARIANT_ADD(select, level_4) { .level = "4", .max = MLAP2P_EDGE_POD };
+FIXTURE_VARIANT_ADD(select, level_5) { .level = "5", .max = MLAP2P_EDGE_POD };
+FIXTURE_VARIANT_ADD(select, level_99) { .level = "99", .max = MLAP2P_EDGE_POD };
 FIXTURE_VARIANT_ADD(select, disable_wins) { .level = "POD", .disable = "1", .max = 0 };
+/* Any non-zero NCCL_P2P_DISABLE disables, as in the seed. */
+FIXTURE_VARIANT_ADD(select, disable2) { .disable = "2", .max = 0 };
+FIXTURE_VARIANT_ADD(select, disable_neg) { .disable = "-1", .max = 0 };
+FIXTURE_VARIANT_ADD(select, disable_hex) { .disable = "0x10", .max = 0 };
 
 FIXTURE_SETUP(select)
 {
@@ -371,9 +388,12 @@ FIXTURE_VARIANT(badenv) {
 	const char *value;
 };
 
-FIXTURE_VARIANT_ADD(badenv, p2p_level) { "NCCL_P2P_LEVEL", "SYS" };
-FIXTURE_VARIANT_ADD(badenv, p2p_level_num) { "NCCL_P2P_LEVEL", "5" };
+FIXTURE_VARIANT_ADD(badenv, p2p_level) { "NCCL_P2P_LEVEL", "NVLINK" };
+FIXTURE_VARIANT_ADD(badenv, p2p_level_neg) { "NCCL_P2P_LEVEL", "-1" };
+FIXTURE_VARIANT_ADD(badenv, p2p_level_junk) { "NCCL_P2P_LEVEL", "3x" };
+FIXTURE_VARIANT_ADD(badenv, p2p_level_none) { "NCCL_P2P_LEVEL", "NONE" };
 FIXTURE_VARIANT_ADD(badenv, p2p_disable) { "NCCL_P2P_DISABLE", "yes" };
+FIXTURE_VARIANT_ADD(badenv, p2p_disable_junk) { "NCCL_P2P_DISABLE", "1x" };
 FIXTURE_VARIANT_ADD(badenv, p2p_read) { "NCCL_P2P_READ_ENABLE", "2" };
 FIXTURE_VARIANT_ADD(badenv, buffsize) { "NCCL_BUFFSIZE", "4Q" };
 FIXTURE_VARIANT_ADD(badenv, ll_buffsize) { "NCCL_LL_BUFFSIZE", "-1" };
@@ -416,6 +436,26 @@ TEST_F(badenv, refused_by_name)
 	EXPECT_EQ(NULL, comm);
 	EXPECT_NE(NULL, strstr(mlap2p_last_error(), variant->name))
 		TH_LOG("message: %s", mlap2p_last_error());
+}
+
+/* The two P2P variables say what they take. */
+TEST(p2p_env_messages)
+{
+	struct mlap2p_unique_id id;
+	struct mlap2p_comm *comm = NULL;
+
+	setenv("MLAP2P_RUNTIME", "host", 1);
+	ASSERT_EQ(0, mlap2p_get_unique_id(&id));
+	setenv("NCCL_P2P_LEVEL", "NVLINK", 1);
+	EXPECT_EQ(-EINVAL, mlap2p_comm_init_rank(&comm, 2, &id, 0, 0));
+	EXPECT_STREQ("NCCL_P2P_LEVEL=NVLINK is not valid: expected LOCAL|D2D|RELAY|POD, NCCL's LOC|NVL|NVB|PIX|PXB|PHB|SYS, or NCCL's number 0..5",
+		     mlap2p_last_error());
+	unsetenv("NCCL_P2P_LEVEL");
+	setenv("NCCL_P2P_DISABLE", "yes", 1);
+	EXPECT_EQ(-EINVAL, mlap2p_comm_init_rank(&comm, 2, &id, 0, 0));
+	EXPECT_STREQ("NCCL_P2P_DISABLE=yes is not valid: expected an integer (0 keeps P2P, any other value disables it)",
+		     mlap2p_last_error());
+	EXPECT_EQ(NULL, comm);
 }
 
 /* A core beyond the topology is refused too. */
