@@ -27,10 +27,14 @@ enum mlap2p_topo_wiring {
 	MLAP2P_WIRE_RING,	/* one ring: local MLA i links i - 1 and i + 1 */
 };
 
-/* Which MLA is an MLA's peer. */
+/*
+ * Which MLA is an MLA's peer: the seed's runtime asks
+ * nec_get_peer_mla_idx(dev, mla, port), the MLA at the far end of one of
+ * the MLA's D2D ports (mlap2p_topo_local_port()).
+ */
 enum mlap2p_topo_peer {
 	MLAP2P_PEER_NONE,	/* the family has no peer MLA */
-	MLAP2P_PEER_PAIR,	/* local MLAs pair up: 2k <-> 2k + 1 */
+	MLAP2P_PEER_PAIR,	/* the MLA on port (i & 1): 2k <-> 2k + 1 */
 };
 
 #define MLAP2P_TOPO_BIT(n)	(1U << (n))
@@ -216,18 +220,6 @@ int mlap2p_topo_core_mla(const struct mlap2p_topo *t, __u32 core, __u32 *mla)
 	return 0;
 }
 
-/*
- * The peer of local MLA @i, or MLAP2P_NO_MLA.  Validation makes num_devices
- * even for MLAP2P_PEER_PAIR, so i ^ 1 always exists.
- */
-static __u32 mlap2p_topo_local_peer(const struct mlap2p_topo_family *f,
-				    __u32 i)
-{
-	if (f->peer == MLAP2P_PEER_PAIR)
-		return i ^ 1;
-	return MLAP2P_NO_MLA;
-}
-
 /* (v + 1) mod n and (v - 1) mod n, for v < n. */
 static __u32 mlap2p_topo_inc(__u32 v, __u32 n)
 {
@@ -237,6 +229,55 @@ static __u32 mlap2p_topo_inc(__u32 v, __u32 n)
 static __u32 mlap2p_topo_dec(__u32 v, __u32 n)
 {
 	return v == 0 ? n - 1 : v - 1;
+}
+
+/* D2D ports of each MLA: four on a torus, two on a ring. */
+static __u32 mlap2p_topo_nr_ports(const struct mlap2p_topo_family *f)
+{
+	return f->wiring == MLAP2P_WIRE_TORUS ? 4 : 2;
+}
+
+/*
+ * The local MLA at the far end of D2D port @port of local MLA @i, the
+ * model of nec_get_peer_mla_idx(): on a torus port 0 is x + 1, 1 is x - 1,
+ * 2 is y + 1 and 3 is y - 1; on a ring port 0 is i + 1 and 1 is i - 1
+ * (all mod the dimension).  @port < mlap2p_topo_nr_ports().
+ */
+static __u32 mlap2p_topo_local_port(const struct mlap2p_topo *t,
+				    const struct mlap2p_topo_family *f,
+				    __u32 i, __u32 port)
+{
+	__u32 w = f->torus_w, h = f->torus_h, x, y;
+
+	if (f->wiring != MLAP2P_WIRE_TORUS)
+		return port ? mlap2p_topo_dec(i, t->num_devices) :
+			      mlap2p_topo_inc(i, t->num_devices);
+	x = i % w;
+	y = i / w;
+	switch (port) {
+	case 0:
+		return y * w + mlap2p_topo_inc(x, w);
+	case 1:
+		return y * w + mlap2p_topo_dec(x, w);
+	case 2:
+		return mlap2p_topo_inc(y, h) * w + x;
+	default:
+		return mlap2p_topo_dec(y, h) * w + x;
+	}
+}
+
+/*
+ * The peer of local MLA @i, or MLAP2P_NO_MLA: the MLA on port i & 1, so
+ * even MLAs pair with the next one and odd with the previous (i ^ 1).
+ * Validation makes num_devices (and the torus width) even.
+ */
+static __u32 mlap2p_topo_local_peer(const struct mlap2p_topo *t,
+				    const struct mlap2p_topo_family *f,
+				    __u32 i)
+{
+	if (f->peer == MLAP2P_PEER_PAIR)
+		return mlap2p_topo_local_port(t, f, i, i & 1);
+	return MLAP2P_NO_MLA;
 }
 
 /* Insert @v into the ascending set @set of *@n entries, unless present. */
@@ -251,7 +292,7 @@ static void mlap2p_topo_set_add(__u32 *set, __u32 *n, __u32 v)
 			break;
 	}
 	if (*n >= MLAP2P_MAX_NEIGHBOURS)
-		return;		/* cannot happen: at most 5 candidates */
+		return;		/* cannot happen: at most 4 ports */
 	for (j = *n; j > i; j--)
 		set[j] = set[j - 1];
 	set[i] = v;
@@ -259,32 +300,21 @@ static void mlap2p_topo_set_add(__u32 *set, __u32 *n, __u32 v)
 }
 
 /*
- * The D2D neighbours of local MLA @i, as ascending local indices: its torus
- * or ring neighbours plus its peer, never itself.  Returns the count.
+ * The D2D neighbours of local MLA @i, as ascending local indices: the
+ * MLAs on its ports (the peer is one of them), never itself.  Returns the
+ * count.
  */
 static __u32 mlap2p_topo_local_nbrs(const struct mlap2p_topo *t,
 				    const struct mlap2p_topo_family *f,
 				    __u32 i, __u32 *out)
 {
-	__u32 n = 0, cand[5], nc = 0, k;
+	__u32 n = 0, port, v;
 
-	if (f->wiring == MLAP2P_WIRE_TORUS) {
-		__u32 w = f->torus_w, h = f->torus_h;
-		__u32 x = i % w, y = i / w;
-
-		cand[nc++] = y * w + mlap2p_topo_inc(x, w);
-		cand[nc++] = y * w + mlap2p_topo_dec(x, w);
-		cand[nc++] = mlap2p_topo_inc(y, h) * w + x;
-		cand[nc++] = mlap2p_topo_dec(y, h) * w + x;
-	} else {
-		cand[nc++] = mlap2p_topo_inc(i, t->num_devices);
-		cand[nc++] = mlap2p_topo_dec(i, t->num_devices);
+	for (port = 0; port < mlap2p_topo_nr_ports(f); port++) {
+		v = mlap2p_topo_local_port(t, f, i, port);
+		if (v != i)
+			mlap2p_topo_set_add(out, &n, v);
 	}
-	cand[nc++] = mlap2p_topo_local_peer(f, i);
-
-	for (k = 0; k < nc; k++)
-		if (cand[k] != i && cand[k] < t->num_devices)
-			mlap2p_topo_set_add(out, &n, cand[k]);
 	return n;
 }
 
@@ -369,7 +399,7 @@ int mlap2p_topo_dev(const struct mlap2p_topo *t, __u32 mla,
 
 	out->node = node;
 	out->local_index = local;
-	out->peer_mla = mlap2p_topo_local_peer(f, local);
+	out->peer_mla = mlap2p_topo_local_peer(t, f, local);
 	if (out->peer_mla != MLAP2P_NO_MLA)
 		out->peer_mla += base;
 	if (f->wiring == MLAP2P_WIRE_TORUS) {
@@ -386,6 +416,29 @@ int mlap2p_topo_dev(const struct mlap2p_topo *t, __u32 mla,
 	out->first_core = mla * lpm;
 	out->num_cores = lpm;
 	return 0;
+}
+
+int mlap2p_topo_port_peer(const struct mlap2p_topo *t, __u32 mla,
+			  __u32 port, __u32 *peer)
+{
+	const struct mlap2p_topo_family *f;
+	__u32 base;
+
+	if (!peer || mla >= mlap2p_topo_total_mlas(t))
+		return -EINVAL;
+	f = mlap2p_topo_fam(t->family);
+	if (port >= mlap2p_topo_nr_ports(f))
+		return -EINVAL;
+	base = mla / t->num_devices * t->num_devices;
+	*peer = base + mlap2p_topo_local_port(t, f, mla - base, port);
+	return 0;
+}
+
+__u32 mlap2p_topo_num_ports(const struct mlap2p_topo *t)
+{
+	if (mlap2p_topo_validate(t))
+		return 0;
+	return mlap2p_topo_nr_ports(mlap2p_topo_fam(t->family));
 }
 
 int mlap2p_topo_mla_edge(const struct mlap2p_topo *t, __u32 mla_a,

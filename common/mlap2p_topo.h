@@ -58,6 +58,17 @@ int mlap2p_topo_core_mla(const struct mlap2p_topo *t, __u32 core, __u32 *mla);
 int mlap2p_topo_dev(const struct mlap2p_topo *t, __u32 mla,
 		    struct mlap2p_topo_dev *out);
 /*
+ * The MLA at the far end of D2D port @port of @mla, on the same node: the
+ * model of the seed runtime's nec_get_peer_mla_idx(dev, mla, port).
+ * Torus families have 4 ports (x + 1, x - 1, y + 1, y - 1), ring families
+ * 2 (+1, -1); the peer MLA is the one on port (local index & 1).
+ * -EINVAL for a bad MLA or port.
+ */
+int mlap2p_topo_port_peer(const struct mlap2p_topo *t, __u32 mla,
+			  __u32 port, __u32 *peer);
+/* Ports per MLA, or 0 for an invalid @t. */
+__u32 mlap2p_topo_num_ports(const struct mlap2p_topo *t);
+/*
  * Edge class between two MLAs (MLAP2P_EDGE_*), and for MLAP2P_EDGE_RELAY
  * the intermediate MLA (MLAP2P_NO_MLA otherwise).
  */

@@ -228,19 +228,93 @@ static int mlap2p_check_debug_env(void)
 	return 0;
 }
 
-/* NCCL_P2P_LEVEL: LOCAL | D2D | RELAY | POD, or 1..4. */
+/*
+ * NCCL_P2P_LEVEL, the farthest edge class P2P may use (docs/topology.md
+ * has the table).  The project's class names; NCCL's path names, mapped
+ * onto the classes in NCCL's order (LOC is the path to the device itself:
+ * the same MLA); or a number, which NCCL reads in its old numbering
+ * (levelsOldToNew in NCCL's paths.cc: 0 LOC, 1 PIX, 2 PXB, 3 PHB, 4 and
+ * above SYS).  Names in any case.  Anything else is refused.
+ */
+static const struct {
+	const char *name;
+	int edge;
+} mlap2p_p2p_levels[] = {
+	{ "LOCAL", MLAP2P_EDGE_LOCAL },
+	{ "D2D", MLAP2P_EDGE_D2D },
+	{ "RELAY", MLAP2P_EDGE_RELAY },
+	{ "POD", MLAP2P_EDGE_POD },
+	{ "LOC", MLAP2P_EDGE_LOCAL },
+	{ "NVL", MLAP2P_EDGE_D2D },
+	{ "NVB", MLAP2P_EDGE_RELAY },
+	{ "PIX", MLAP2P_EDGE_RELAY },
+	{ "PXB", MLAP2P_EDGE_RELAY },
+	{ "PHB", MLAP2P_EDGE_RELAY },
+	{ "SYS", MLAP2P_EDGE_POD },
+};
+
+/* NCCL's old numbers, through its own names. */
+static const char *const mlap2p_p2p_old_levels[] = {
+	"LOC", "PIX", "PXB", "PHB", "SYS",
+};
+
+int mlap2p_parse_p2p_level(const char *s, int *edge)
+{
+	const char *name = NULL;
+	size_t i;
+	long v;
+
+	if (!mlap2p_parse_long(s, &v) && v >= 0 && *s >= '0' && *s <= '9')
+		name = mlap2p_p2p_old_levels[v < (long)ARRAY_SIZE(mlap2p_p2p_old_levels) ?
+					     v : (long)ARRAY_SIZE(mlap2p_p2p_old_levels) - 1];
+	for (i = 0; i < ARRAY_SIZE(mlap2p_p2p_levels); i++) {
+		if (!strcasecmp(name ?: s, mlap2p_p2p_levels[i].name)) {
+			*edge = mlap2p_p2p_levels[i].edge;
+			return 0;
+		}
+	}
+	return -EINVAL;
+}
+
 static int mlap2p_env_p2p_level(int *level)
 {
-	static const char *const names[] = {
-		[MLAP2P_EDGE_NONE] = NULL,
-		[MLAP2P_EDGE_LOCAL] = "LOCAL",
-		[MLAP2P_EDGE_D2D] = "D2D",
-		[MLAP2P_EDGE_RELAY] = "RELAY",
-		[MLAP2P_EDGE_POD] = "POD",
-	};
+	const char *s = mlap2p_env_get("NCCL_P2P_LEVEL");
 
-	return mlap2p_env_enum("NCCL_P2P_LEVEL", names, ARRAY_SIZE(names),
-			       MLAP2P_EDGE_POD, level);
+	if (!s) {
+		*level = MLAP2P_EDGE_POD;
+		return 0;
+	}
+	if (mlap2p_parse_p2p_level(s, level)) {
+		WARN("NCCL_P2P_LEVEL=%s is not valid: expected LOCAL|D2D|RELAY|POD, NCCL's LOC|NVL|NVB|PIX|PXB|PHB|SYS, or NCCL's number 0..5",
+		     s);
+		return -EINVAL;
+	}
+	mlap2p_env_log("NCCL_P2P_LEVEL", s);
+	return 0;
+}
+
+/*
+ * NCCL_P2P_DISABLE: an integer, as NCCL's parameters are (strtol, base
+ * 0); any non-zero value disables P2P, as the seed's p2pCanConnect tests
+ * it.
+ */
+static int mlap2p_env_p2p_disable(int *disable)
+{
+	const char *s = mlap2p_env_get("NCCL_P2P_DISABLE");
+	long v;
+
+	if (!s) {
+		*disable = 0;
+		return 0;
+	}
+	if (mlap2p_parse_long(s, &v)) {
+		WARN("NCCL_P2P_DISABLE=%s is not valid: expected an integer (0 keeps P2P, any other value disables it)",
+		     s);
+		return -EINVAL;
+	}
+	mlap2p_env_log("NCCL_P2P_DISABLE", s);
+	*disable = v != 0;
+	return 0;
 }
 
 /* Channel-count bounds, as NCCL names them (MLAP2P_MAXCHANNELS is ours). */
@@ -280,10 +354,9 @@ int mlap2p_params_load(struct mlap2p_params *p)
 	ret = mlap2p_check_debug_env();
 	if (ret)
 		return ret;
-	ret = mlap2p_env_int("NCCL_P2P_DISABLE", 0, 1, 0, &v);
+	ret = mlap2p_env_p2p_disable(&p->p2pDisable);
 	if (ret)
 		return ret;
-	p->p2pDisable = (int)v;
 	ret = mlap2p_env_p2p_level(&p->p2pLevel);
 	if (ret)
 		return ret;

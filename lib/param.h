@@ -27,6 +27,11 @@ int mlap2p_env_size(const char *name, uint64_t min, uint64_t max,
 /* One of @names (case-insensitive), or its index as a number. */
 int mlap2p_env_enum(const char *name, const char *const *names, int nr,
 		    int def, int *out);
+/*
+ * An NCCL_P2P_LEVEL value to the farthest MLAP2P_EDGE_* P2P may use: the
+ * class names, NCCL's path names or NCCL's old numbers.  0 or -EINVAL.
+ */
+int mlap2p_parse_p2p_level(const char *s, int *edge);
 /* Timeouts in milliseconds: "500ms", "5s", "2" (seconds), "0" = forever. */
 int mlap2p_env_timeout(const char *name, long def_ms, long *out_ms);
 

@@ -176,6 +176,41 @@ ncclResult_t ncclTopoCheckP2p(struct ncclTopoSystem *topo,
 	return ncclSuccess;
 }
 
+/*
+ * The seed's ncclTopoCheckPdsP2p (Trn3SwitchV1): whether @a and @b sit on
+ * different nodes of one switch pod, the pod whose switch links every MLA
+ * of every node.  From the runtime's locality answer (the module's
+ * GET_INFO, or the host runtime's MLAP2P_POD), which both ranks must share:
+ * the peer's topoHash is the hash of the same configuration.  It says
+ * nothing about the hosts: across hosts the path exists but P2P cannot
+ * take it (docs/topology.md, "Pods across hosts").
+ */
+ncclResult_t ncclTopoCheckPdsP2p(struct ncclTopoSystem *topo,
+				 struct ncclPeerInfo *a, struct ncclPeerInfo *b,
+				 int *pds)
+{
+	const struct mlap2p_topo *t = &topo->comm->rt->topo;
+
+	*pds = t->pod_type == MLAP2P_POD_SWITCH &&
+	       a->topoHash == b->topoHash && a->node != b->node;
+	return ncclSuccess;
+}
+
+/*
+ * The seed's ncclTopoCheckSameIntraCC: whether @a and @b sit in one
+ * compute complex, the MLAs of one node that its D2D links (torus or ring)
+ * and relays join: same host, same node of the runtime's topology.
+ */
+ncclResult_t ncclTopoCheckSameIntraCC(struct ncclTopoSystem *topo,
+				      struct ncclPeerInfo *a,
+				      struct ncclPeerInfo *b, int *sameCC)
+{
+	(void)topo;
+	*sameCC = a->hostHash == b->hostHash && a->topoHash == b->topoHash &&
+		  a->node == b->node;
+	return ncclSuccess;
+}
+
 /* ---- rings ---- */
 
 #define RING_INF	1000

@@ -20,6 +20,18 @@ ncclResult_t ncclTopoCheckP2p(struct ncclTopoSystem *topo,
 			      struct ncclPeerInfo *a, struct ncclPeerInfo *b,
 			      int *p2p, int *read, int *intermediateRank);
 /*
+ * The seed's pod refinements, asked by p2pCanConnect after
+ * ncclTopoCheckP2p: @pds = 1 if @a and @b are on different nodes of one
+ * switch pod (the Trn3 switch path); @sameCC = 1 if they are on one node
+ * of one host.  Both always succeed.
+ */
+ncclResult_t ncclTopoCheckPdsP2p(struct ncclTopoSystem *topo,
+				 struct ncclPeerInfo *a, struct ncclPeerInfo *b,
+				 int *pds);
+ncclResult_t ncclTopoCheckSameIntraCC(struct ncclTopoSystem *topo,
+				      struct ncclPeerInfo *a,
+				      struct ncclPeerInfo *b, int *sameCC);
+/*
  * Rings for @nrings channels: order[r * nRanks + i] is the i-th rank of
  * ring r.  NCCL_RINGS overrides the search.  0 or -errno.
  */

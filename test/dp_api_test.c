@@ -755,30 +755,36 @@ struct abort_ctx {
 /*
  * Wait (at most 20 s) until a blocking call of this process is inside the
  * data plane: the library's SIGUSR1 dump handler is installed (the first
- * call built the data plane) and a dump, written into @fd (our stderr,
- * emptied first), shows an operation in progress.  0 or -1.  An abort
- * before that would free the communicator under a call not yet inside.
+ * call built the data plane), then one SIGUSR1, and the dump the waiting
+ * call writes from its own thread at its next idle check, into @fd (our
+ * stderr, emptied first), shows an operation in progress.  0 or -1.  An
+ * abort before that would free the communicator under a call not yet
+ * inside.
  */
 static int wait_blocked(int fd)
 {
 	char out[4096];
-	int i;
+	int i, raised = 0;
 
+	if (ftruncate(fd, 0) || lseek(fd, 0, SEEK_SET))
+		return -1;
 	for (i = 0; i < 2000; i++) {
 		struct sigaction sa;
 		ssize_t got;
 
 		usleep(10000);
-		if (sigaction(SIGUSR1, NULL, &sa) || sa.sa_handler == SIG_DFL)
-			continue;
-		if (ftruncate(fd, 0) || lseek(fd, 0, SEEK_SET))
-			return -1;
-		raise(SIGUSR1);	/* this thread: the dump is written on return */
+		if (!raised) {
+			if (sigaction(SIGUSR1, NULL, &sa) ||
+			    sa.sa_handler == SIG_DFL)
+				continue;
+			raise(SIGUSR1);
+			raised = 1;
+		}
 		got = pread(fd, out, sizeof(out) - 1, 0);
 		if (got <= 0)
 			continue;
 		out[got] = '\0';
-		if (strstr(out, "busy: "))
+		if (strstr(out, "busy: ") && out[got - 1] == '\n')
 			return 0;
 	}
 	return -1;
@@ -905,6 +911,78 @@ static int dump_body(struct job *j, int rank, struct mlap2p_comm *comm)
 TEST_F_TIMEOUT(solo, dump_signal_shows_blocked_recv, 60)
 {
 	struct job j = { .n = 2, .cores = { 0, 4 }, .fn = dump_body };
+
+	ASSERT_EQ(0, job_run(&j, 50));
+}
+
+/*
+ * The handler only counts the signal: it writes nothing itself, and the
+ * dump comes from the thread that waits in the data plane, at its next
+ * idle check (here mlap2p_request_test() of a receive that cannot be
+ * done yet), once per signal.  Rank 0 holds the receive; rank 1 sends
+ * only when rank 0 says "go".  Each rank is a process: the signal
+ * reaches only rank 0's.
+ */
+static int dump_where_body(struct job *j, int rank, struct mlap2p_comm *comm)
+{
+	int other = !rank, saved, fd, done = 0, ret = 0;
+	char buf[8] = "", go = 'g', out[4096] = "";
+	struct mlap2p_request *req;
+	ssize_t got, got2;
+
+	(void)j;
+	if (mlap2p_connect_peers(comm, 1, 1, &other, 1, &other))
+		return 100;
+	if (rank == 1) {
+		if (mlap2p_recv(comm, &go, 1, other) || go != 'G')
+			return 101;
+		return mlap2p_send(comm, "abcdefg", 8, other) ? 102 : 0;
+	}
+	if (mlap2p_irecv(comm, buf, sizeof(buf), other, &req))
+		return 103;
+	saved = stderr_to_file(&fd);
+	if (saved < 0)
+		return 104;
+	if (mlap2p_request_test(&req, &done) || done)
+		ret = 105;
+	/* Nothing owed before the signal; the handler writes nothing. */
+	if (!ret && (raise(SIGUSR1) || pread(fd, out, sizeof(out) - 1, 0) != 0))
+		ret = 106;
+	/* The thread's own idle check writes the dump, once. */
+	if (!ret && (mlap2p_request_test(&req, &done) || done))
+		ret = 107;
+	got = pread(fd, out, sizeof(out) - 1, 0);
+	if (!ret && (mlap2p_request_test(&req, &done) || done))
+		ret = 108;
+	got2 = lseek(fd, 0, SEEK_END);
+	dup2(saved, STDERR_FILENO);
+	close(saved);
+	close(fd);
+	if (!ret && (got <= 0 || got2 != got))
+		ret = 109;
+	if (!ret) {
+		out[got] = '\0';
+		if (!strstr(out, "mlap2p: rank 0 <- 1 ch 0 ") ||
+		    !strstr(out, "busy: ") || !strstr(out, " 8 B at step 0")) {
+			fprintf(stderr, "# dump was:\n%s", out);
+			ret = 110;
+		}
+	}
+	go = 'G';
+	if (mlap2p_send(comm, &go, 1, other) && !ret)
+		ret = 111;
+	if (mlap2p_request_wait(&req) && !ret)
+		ret = 112;
+	if (!ret && strcmp(buf, "abcdefg"))
+		ret = 113;
+	return ret;
+}
+
+TEST_F_TIMEOUT(solo, dump_signal_written_by_the_waiter, 60)
+{
+	/* Processes: a thread of the peer waiting in this process would
+	 * answer the signal too. */
+	struct job j = { .n = 2, .cores = { 0, 4 }, .fn = dump_where_body };
 
 	ASSERT_EQ(0, job_run(&j, 50));
 }

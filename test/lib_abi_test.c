@@ -61,6 +61,8 @@ TEST(conn_info_layout)
 	EXPECT_EQ(0x18, OFF(ncclConnInfo, tail));
 	EXPECT_EQ(0x20, OFF(ncclConnInfo, head));
 	EXPECT_EQ(0x28, OFF(ncclConnInfo, direct));
+	EXPECT_EQ(0x2c, OFF(ncclConnInfo, shared));
+	EXPECT_EQ(4, (long)sizeof(((struct ncclConnInfo *)0)->shared));
 	EXPECT_EQ(0x30, OFF(ncclConnInfo, ptrExchange));
 	EXPECT_EQ(0x38, OFF(ncclConnInfo, sizesFifo));
 	EXPECT_EQ(0x40, OFF(ncclConnInfo, ptrsFifo));

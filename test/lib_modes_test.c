@@ -15,13 +15,21 @@
  *
  * Cores (trn2, LNC 2, 4 logical cores per MLA): 0 is on MLA 0, 4 on MLA 1
  * (a torus neighbour of 0), 8 on MLA 2 (reached from MLA 0 through MLA 1).
+ * The trn1_*, trn3_* and switch_* variants run the same on the host
+ * runtime with those families (trn1: cores 0, 2, 4) and on a trn3 switch
+ * pod of two nodes, where the direct and IPC pairs are core 0 and node 1's
+ * core 68 (a POD edge).
  */
 #include "helpers.h"
 #include "kselftest_harness.h"
 
-#define CORE_A		0	/* MLA 0 */
-#define CORE_B		4	/* MLA 1, D2D from MLA 0 */
-#define CORE_C		8	/* MLA 2, relay from MLA 0 through MLA 1 */
+/*
+ * The cores of the variant, set by FIXTURE_SETUP (the children inherit
+ * them): A on MLA 0, B on MLA 1 (D2D from MLA 0), C on MLA 2 (a relay from
+ * MLA 0 through MLA 1), and the pair the direct and IPC tests connect with
+ * A (B, or another node's core on a pod).
+ */
+static int core_a = 0, core_b = 4, core_c = 8, core_pair = 4;
 
 FIXTURE(modes) {
 	int dummy;
@@ -30,6 +38,10 @@ FIXTURE(modes) {
 FIXTURE_VARIANT(modes) {
 	int read;
 	const char *buffsize;	/* NCCL_BUFFSIZE, or the small default */
+	/* The host runtime's topology; NULL: the trn2 defaults on the
+	 * runtime MLAP2P_RUNTIME picks (the module in the VM). */
+	const char *family, *pod;
+	int cores[4];		/* A, B, C, pair */
 };
 
 FIXTURE_VARIANT_ADD(modes, write) {
@@ -46,9 +58,43 @@ FIXTURE_VARIANT_ADD(modes, write_3m) {
 	.buffsize = "3M",
 };
 
+/* trn1 (LNC 1): cores 0, 2, 4 on MLAs 0, 1, 2. */
+FIXTURE_VARIANT_ADD(modes, trn1_write) {
+	.family = "trn1", .cores = { 0, 2, 4, 2 },
+};
+FIXTURE_VARIANT_ADD(modes, trn1_read) {
+	.read = 1, .family = "trn1", .cores = { 0, 2, 4, 2 },
+};
+/* trn3 (ring): MLA 2 is reached from MLA 0 through MLA 1. */
+FIXTURE_VARIANT_ADD(modes, trn3_write) {
+	.family = "trn3", .cores = { 0, 4, 8, 4 },
+};
+FIXTURE_VARIANT_ADD(modes, trn3_read) {
+	.read = 1, .family = "trn3", .cores = { 0, 4, 8, 4 },
+};
+/* A trn3 switch pod of 2 nodes: direct and IPC to node 1's core 68. */
+FIXTURE_VARIANT_ADD(modes, switch_write) {
+	.family = "trn3", .pod = "switch", .cores = { 0, 4, 8, 68 },
+};
+FIXTURE_VARIANT_ADD(modes, switch_read) {
+	.read = 1, .family = "trn3", .pod = "switch", .cores = { 0, 4, 8, 68 },
+};
+
 FIXTURE_SETUP(modes)
 {
 	self->dummy = 0;
+	if (variant->family) {
+		setenv("MLAP2P_RUNTIME", "host", 1);
+		setenv("MLAP2P_FAMILY", variant->family, 1);
+		if (variant->pod) {
+			setenv("MLAP2P_POD", variant->pod, 1);
+			setenv("MLAP2P_POD_NODES", "2", 1);
+		}
+		core_a = variant->cores[0];
+		core_b = variant->cores[1];
+		core_c = variant->cores[2];
+		core_pair = variant->cores[3];
+	}
 	if (!getenv("MLAP2P_RUNTIME") && access(MLAP2P_DEVICE_PATH, F_OK))
 		setenv("MLAP2P_RUNTIME", "host", 1);
 	setenv("MLAP2P_BOOTSTRAP_TIMEOUT", "20s", 1);
@@ -158,7 +204,7 @@ static int direct_rank(struct t_rank *r)
 TEST_F(modes, direct_pointer_threads)
 {
 	struct pair_arg a = { MLAP2P_PATH_DIRECT, variant->read };
-	int cores[2] = { CORE_A, CORE_B };
+	int cores[2] = { core_a, core_pair };
 	struct t_rank ranks[2];
 
 	ASSERT_EQ(0, t_run_threads(2, cores, direct_rank, &a, ranks));
@@ -172,7 +218,7 @@ static int ipc_child(int idx, struct mlap2p_unique_id *id, void *arg)
 	struct mlap2p_comm *comm;
 	int ret;
 
-	if (mlap2p_comm_init_rank(&comm, 2, id, idx, idx ? CORE_B : CORE_A))
+	if (mlap2p_comm_init_rank(&comm, 2, id, idx, idx ? core_pair : core_a))
 		return kt_child_fail(1, "init: %s", mlap2p_last_error());
 	ret = pair_body(comm, 1 - idx, a->path, a->read);
 	if (ret)
@@ -197,7 +243,7 @@ TEST_F(modes, ipc_processes)
 
 /* ---- indirect: relay through the rank on MLA 1 ---- */
 
-/* Rank 0 and rank 2 (the intermediate, on CORE_B) share a process. */
+/* Rank 0 and rank 2 (the intermediate, on core_b) share a process. */
 static int relay_rank(struct t_rank *r)
 {
 	struct pair_arg *a = r->arg;
@@ -210,7 +256,7 @@ static int relay_rank(struct t_rank *r)
 	if (t_init(r))
 		return 1;
 	comm = mlap2p_nccl(r->comm);
-	if (r->core != CORE_B) {
+	if (r->core != core_b) {
 		int peer = r->rank == 0 ? 1 : 0;
 
 		ret = pair_body(r->comm, peer, a->path, a->read);
@@ -244,11 +290,11 @@ static int relay_child(int idx, struct mlap2p_unique_id *id, void *arg)
 	struct t_rank r[2];
 	int i, ret = 0;
 
-	/* Process 0: ranks 0 (CORE_A) and 2 (CORE_B); process 1: rank 1. */
+	/* Process 0: ranks 0 (core_a) and 2 (core_b); process 1: rank 1. */
 	memset(r, 0, sizeof(r));
 	for (i = 0; i < (idx == 0 ? 2 : 1); i++) {
 		r[i].rank = idx == 0 ? (i ? 2 : 0) : 1;
-		r[i].core = idx == 0 ? (i ? CORE_B : CORE_A) : CORE_C;
+		r[i].core = idx == 0 ? (i ? core_b : core_a) : core_c;
 		r[i].nranks = 3;
 		r[i].id = *id;
 		r[i].fn = relay_rank;
@@ -281,7 +327,7 @@ TEST_F(modes, indirect_processes)
 TEST_F(modes, indirect_threads)
 {
 	struct pair_arg a = { MLAP2P_PATH_INDIRECT, variant->read };
-	int cores[3] = { CORE_A, CORE_C, CORE_B };
+	int cores[3] = { core_a, core_c, core_b };
 	struct t_rank ranks[3];
 
 	ASSERT_EQ(0, t_run_threads(3, cores, relay_rank, &a, ranks));
@@ -295,7 +341,7 @@ static int info_child(int idx, struct mlap2p_unique_id *id, void *arg)
 	int peer = 1 - idx, ret = 0;
 
 	(void)arg;
-	if (mlap2p_comm_init_rank(&comm, 2, id, idx, idx ? CORE_B : CORE_A))
+	if (mlap2p_comm_init_rank(&comm, 2, id, idx, idx ? core_pair : core_a))
 		return 1;
 	if (mlap2p_connect_peers(comm, 2, 1, &peer, 1, &peer))
 		ret = 2;
@@ -348,8 +394,8 @@ TEST_F(modes, info_lines)
 				 getpid(), (int)p.pid[i]);
 			snprintf(needle, sizeof(needle),
 				 "NCCL INFO Channel %02d : %d[%d] -> %d[%d] via P2P/IPC",
-				 c, i, i ? CORE_B : CORE_A, 1 - i,
-				 i ? CORE_A : CORE_B);
+				 c, i, i ? core_pair : core_a, 1 - i,
+				 i ? core_a : core_pair);
 			EXPECT_EQ(1, grep_count(file, needle))
 				TH_LOG("%s: no '%s'", file, needle);
 			EXPECT_EQ(2, grep_count(file, "via P2P/"));
@@ -399,7 +445,7 @@ static int info_count(const char *file, const char *mode, int channel,
 TEST_F(modes, info_lines_direct)
 {
 	struct pair_arg a = { MLAP2P_PATH_DIRECT, variant->read };
-	int cores[2] = { CORE_A, CORE_B };
+	int cores[2] = { core_a, core_pair };
 	struct t_rank ranks[2];
 	char file[64];
 	int c, i;
@@ -432,7 +478,7 @@ TEST_F(modes, info_lines_direct)
 TEST_F(modes, info_lines_indirect)
 {
 	struct relay_arg a = { { MLAP2P_PATH_INDIRECT, variant->read } };
-	static const int from_core[2] = { CORE_A, CORE_C };
+	const int from_core[2] = { core_a, core_c };
 	struct mlap2p_unique_id id;
 	char file[2][64], mode[32];
 	struct t_procs p;
@@ -450,7 +496,7 @@ TEST_F(modes, info_lines_indirect)
 	for (i = 0; i < 2; i++)
 		snprintf(file[i], sizeof(file[i]), "/tmp/mlap2p-info-%d.%d.log",
 			 getpid(), (int)p.pid[i]);
-	snprintf(mode, sizeof(mode), "P2P/indirect/2[%d]", CORE_B);
+	snprintf(mode, sizeof(mode), "P2P/indirect/2[%x]", core_b);
 	for (c = 0; c < 2; c++) {
 		for (i = 0; i < 2; i++) {
 			EXPECT_EQ(1, info_count(file[i], mode, c,
@@ -463,6 +509,54 @@ TEST_F(modes, info_lines_indirect)
 		EXPECT_EQ(2, grep_count(file[i], "via P2P/"));
 		unlink(file[i]);
 	}
+}
+
+/*
+ * The intermediate's device is printed as the seed prints its busId, %lx:
+ * cores 16 (MLA 4) and 24 (MLA 6) relay through MLA 5, where rank 2 runs
+ * on core 20, so both lines end "P2P/indirect/2[14]".  Threads of one
+ * process (the form does not depend on the mode).
+ */
+static int hex_rank(struct t_rank *r)
+{
+	int peer = 1 - r->rank, ret = 0;
+
+	if (t_init(r))
+		return 1;
+	if (r->rank != 2 &&
+	    mlap2p_connect_peers(r->comm, 2, 1, &peer, 1, &peer))
+		ret = 2;
+	if (mlap2p_comm_destroy(r->comm) && !ret)
+		ret = 3;
+	return ret;
+}
+
+TEST_F(modes, info_lines_indirect_hex)
+{
+	int cores[3] = { 16, 24, 20 };
+	struct t_rank ranks[3];
+	char file[64];
+	int c, i;
+
+	if (variant->buffsize)
+		SKIP(return, "write and read are enough");
+	/* With LNC 1, cores 16, 24 and 20 are other MLAs. */
+	if (variant->family && !strcmp(variant->family, "trn1"))
+		SKIP(return, "trn1 has no relay on these cores");
+	info_start(file, sizeof(file));
+	ASSERT_EQ(0, t_run_threads(3, cores, hex_rank, NULL, ranks));
+	for (c = 0; c < 2; c++) {
+		for (i = 0; i < 2; i++) {
+			EXPECT_EQ(1, info_count(file, "P2P/indirect/2[14]", c,
+						i, cores[i], 1 - i,
+						cores[1 - i], variant->read))
+				TH_LOG("%s: channel %d, rank %d", file, c, i);
+		}
+	}
+	/* Not the decimal form of the old code. */
+	EXPECT_EQ(0, grep_count(file, "P2P/indirect/2[20]"));
+	EXPECT_EQ(4, grep_count(file, "via P2P/"));
+	unlink(file);
 }
 
 TEST_HARNESS_MAIN

@@ -9,7 +9,9 @@
  * fixture uses node 0 only, the module's default topology: the module when
  * /dev/mlap2p exists (its CAN_ACCESS_PEER and edge answers shape the
  * rings), else the host runtime.  ring_pod needs a second node, which the
- * module's defaults do not have, and stays on the host runtime.
+ * module's defaults do not have, and stays on the host runtime.  The
+ * trn1_*, trn3_* and switch_pod_* tests run the same on the host runtime
+ * with those families and on a trn3 switch pod.
  */
 #include "helpers.h"
 #include "kselftest_harness.h"
@@ -314,6 +316,101 @@ TEST_F(ring, level_caps_the_ring)
 	T_NODE_TOPOLOGY();
 	setenv("NCCL_P2P_LEVEL", "D2D", 1);
 	ASSERT_EQ(0, t_run_threads(3, cores, ring_rank, &a, ranks));
+}
+
+/* ---- the other families and a switch pod (host runtime) ---- */
+
+static void ring_family(const char *family, const char *pod,
+			const char *nodes)
+{
+	t_host_topology();
+	setenv("MLAP2P_FAMILY", family, 1);
+	if (pod) {
+		setenv("MLAP2P_POD", pod, 1);
+		setenv("MLAP2P_POD_NODES", nodes, 1);
+	} else {
+		unsetenv("MLAP2P_POD");
+		unsetenv("MLAP2P_POD_NODES");
+	}
+}
+
+/* trn1 (LNC 1, cores 2m and 2m + 1 on MLA m): the torus case again. */
+TEST(trn1_torus_neighbours_only)
+{
+	static const int mla[16] = { 0, 5, 10, 15, 3, 6, 9, 12, 1, 14, 7, 8,
+				     2, 13, 4, 11 };
+	struct ring_arg a = { .nchannels = 2, .expect = { 0, 0, 16, 0, 0 } };
+	struct t_rank ranks[16];
+	int cores[16], i;
+
+	ring_family("trn1", NULL, NULL);
+	for (i = 0; i < 16; i++)
+		cores[i] = mla[i] * 2;
+	ASSERT_EQ(0, t_run_threads(16, cores, ring_rank, &a, ranks));
+}
+
+TEST(trn1_local_before_d2d)
+{
+	int cores[4] = { 0, 2, 1, 3 };	/* MLAs 0, 1, 0, 1 */
+	struct ring_arg a = { .nchannels = 2, .expect = { 0, 2, 2, 0, 0 } };
+	struct t_rank ranks[4];
+
+	ring_family("trn1", NULL, NULL);
+	ASSERT_EQ(0, t_run_threads(4, cores, ring_rank, &a, ranks));
+}
+
+/*
+ * trn3: one rank per MLA of the ring, scrambled; the only ring of D2D
+ * hops is the MLA ring itself, and the search finds it.
+ */
+TEST(trn3_ring_neighbours_only)
+{
+	static const int mla[16] = { 0, 8, 3, 11, 6, 14, 1, 9, 4, 12, 7, 15,
+				     2, 10, 5, 13 };
+	struct ring_arg a = { .nchannels = 2, .expect = { 0, 0, 16, 0, 0 } };
+	struct t_rank ranks[16];
+	int cores[16], i;
+
+	ring_family("trn3", NULL, NULL);
+	for (i = 0; i < 16; i++)
+		cores[i] = mla[i] * 4;
+	ASSERT_EQ(0, t_run_threads(16, cores, ring_rank, &a, ranks));
+}
+
+/* trn3, MLAs 0, 2, 1: 0 <-> 2 relays through rank 2's MLA 1. */
+TEST(trn3_relay_when_needed)
+{
+	int cores[3] = { 0, 8, 4 };
+	struct ring_arg a = { .nchannels = 2, .expect = { 0, 0, 2, 1, 0 } };
+	struct t_rank ranks[3];
+
+	ring_family("trn3", NULL, NULL);
+	ASSERT_EQ(0, t_run_threads(3, cores, ring_rank, &a, ranks));
+}
+
+/*
+ * A trn3 switch pod of 3 nodes: MLAs 0, 17 and 34 (different local
+ * indices, which a point-to-point pod would not link) are all POD.
+ */
+TEST(switch_pod_any_mla)
+{
+	int cores[3] = { 0, 68, 136 };
+	struct ring_arg a = { .nchannels = 2, .expect = { 0, 0, 0, 0, 3 } };
+	struct t_rank ranks[3];
+
+	ring_family("trn3", "switch", "3");
+	ASSERT_EQ(0, t_run_threads(3, cores, ring_rank, &a, ranks));
+}
+
+/* Two MLAs on each of two switch-pod nodes: D2D inside, POD across. */
+TEST(switch_pod_d2d_first)
+{
+	int cores[4] = { 0, 64, 68, 4 };
+	struct ring_arg a = { .nchannels = 2, .expect = { 0, 0, 2, 0, 2 } };
+	struct t_rank ranks[4];
+
+	ring_family("trn3", "switch", "2");
+	ASSERT_EQ(0, t_run_threads(4, cores, ring_rank, &a, ranks));
 }
 
 TEST_HARNESS_MAIN

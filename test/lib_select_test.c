@@ -19,6 +19,12 @@
  * other ends in the seed's terminal error, since NET says no.  Bad values
  * of every variable the library reads are refused with their name.
  *
+ * The same runs on trn1 (LNC 1), on trn3 (one node, ring wiring) and on a
+ * trn3 switch pod of 3 nodes, where every MLA of another node is POD, and
+ * rank 0 also asks the seed's ncclTopoCheckPdsP2p (1 for the switch pod's
+ * other nodes) and ncclTopoCheckSameIntraCC (1 for its own node).  The
+ * pod_hosts fixture takes two nodes of a pod onto two emulated hosts.
+ *
  * Ranks 0-3 live on node 0 of the trn2 defaults, so node_edge_classes
  * runs them on the module when /dev/mlap2p exists (its CAN_ACCESS_PEER
  * decides) and on the host runtime otherwise.  Ranks 4 and 5 need the pod,
@@ -30,11 +36,72 @@
 
 #define NR	6
 
-static const int sel_cores[NR] = { 0, 1, 4, 8, 64, 68 };
-static const int sel_edge[NR] = {
-	MLAP2P_EDGE_LOCAL, MLAP2P_EDGE_LOCAL, MLAP2P_EDGE_D2D,
-	MLAP2P_EDGE_RELAY, MLAP2P_EDGE_POD, MLAP2P_EDGE_NONE,
+/*
+ * Where the ranks sit, and what rank 0 should learn of each: the edge
+ * class, the seed's ncclTopoCheckPdsP2p and ncclTopoCheckSameIntraCC.
+ * In every layout rank 3 relays through MLA 1, where rank 2 runs.
+ */
+struct sel_layout {
+	const char *family, *pod, *pod_nodes;	/* MLAP2P_*; pod NULL: none */
+	int n;
+	int cores[NR];
+	int edge[NR];
+	int pds[NR];
+	int sameCC[NR];
 };
+
+/* The trn2 pod of the table above (pod of 2 nodes linked point to point). */
+static const struct sel_layout sel_trn2_pod = {
+	"trn2", "p2p", "2", 6, { 0, 1, 4, 8, 64, 68 },
+	{ MLAP2P_EDGE_LOCAL, MLAP2P_EDGE_LOCAL, MLAP2P_EDGE_D2D,
+	  MLAP2P_EDGE_RELAY, MLAP2P_EDGE_POD, MLAP2P_EDGE_NONE },
+	{ 0, 0, 0, 0, 0, 0 }, { 1, 1, 1, 1, 0, 0 },
+};
+
+/* trn1 (LNC 1, 2 cores per MLA): 0 and 1 on MLA 0, 2 on MLA 1, 4 on MLA 2. */
+static const struct sel_layout sel_trn1 = {
+	"trn1", NULL, NULL, 4, { 0, 1, 2, 4 },
+	{ MLAP2P_EDGE_LOCAL, MLAP2P_EDGE_LOCAL, MLAP2P_EDGE_D2D,
+	  MLAP2P_EDGE_RELAY },
+	{ 0, 0, 0, 0 }, { 1, 1, 1, 1 },
+};
+
+/* trn3, one node: a ring of 16 MLAs; MLA 2 is reached through MLA 1. */
+static const struct sel_layout sel_trn3 = {
+	"trn3", NULL, NULL, 4, { 0, 1, 4, 8 },
+	{ MLAP2P_EDGE_LOCAL, MLAP2P_EDGE_LOCAL, MLAP2P_EDGE_D2D,
+	  MLAP2P_EDGE_RELAY },
+	{ 0, 0, 0, 0 }, { 1, 1, 1, 1 },
+};
+
+/*
+ * A trn3 switch pod of 3 nodes: the switch links every MLA of node 0 to
+ * every MLA of nodes 1 and 2 (the seed's ncclTopoCheckPdsP2p path).
+ */
+static const struct sel_layout sel_trn3_switch = {
+	"trn3", "switch", "3", 6, { 0, 1, 4, 8, 68, 148 },
+	{ MLAP2P_EDGE_LOCAL, MLAP2P_EDGE_LOCAL, MLAP2P_EDGE_D2D,
+	  MLAP2P_EDGE_RELAY, MLAP2P_EDGE_POD, MLAP2P_EDGE_POD },
+	{ 0, 0, 0, 0, 1, 1 }, { 1, 1, 1, 1, 0, 0 },
+};
+
+struct sel_arg {
+	const struct sel_layout *l;
+	int max;
+};
+
+static void sel_env(const struct sel_layout *l)
+{
+	t_host_topology();
+	setenv("MLAP2P_FAMILY", l->family, 1);
+	if (l->pod) {
+		setenv("MLAP2P_POD", l->pod, 1);
+		setenv("MLAP2P_POD_NODES", l->pod_nodes, 1);
+	} else {
+		unsetenv("MLAP2P_POD");
+		unsetenv("MLAP2P_POD_NODES");
+	}
+}
 
 FIXTURE(select) {
 	int dummy;
@@ -53,11 +120,28 @@ FIXTURE_VARIANT_ADD(select, level_local) { .level = "LOCAL", .max = MLAP2P_EDGE_
 FIXTURE_VARIANT_ADD(select, level_d2d) { .level = "d2d", .max = MLAP2P_EDGE_D2D };
 FIXTURE_VARIANT_ADD(select, level_relay) { .level = "RELAY", .max = MLAP2P_EDGE_RELAY };
 FIXTURE_VARIANT_ADD(select, level_pod) { .level = "POD", .max = MLAP2P_EDGE_POD };
-FIXTURE_VARIANT_ADD(select, level_1) { .level = "1", .max = MLAP2P_EDGE_LOCAL };
-FIXTURE_VARIANT_ADD(select, level_2) { .level = "2", .max = MLAP2P_EDGE_D2D };
+/* NCCL's path names, mapped onto the classes (docs/topology.md). */
+FIXTURE_VARIANT_ADD(select, level_loc) { .level = "LOC", .max = MLAP2P_EDGE_LOCAL };
+FIXTURE_VARIANT_ADD(select, level_nvl) { .level = "NVL", .max = MLAP2P_EDGE_D2D };
+FIXTURE_VARIANT_ADD(select, level_nvb) { .level = "NVB", .max = MLAP2P_EDGE_RELAY };
+FIXTURE_VARIANT_ADD(select, level_pix) { .level = "PIX", .max = MLAP2P_EDGE_RELAY };
+FIXTURE_VARIANT_ADD(select, level_pxb) { .level = "PXB", .max = MLAP2P_EDGE_RELAY };
+FIXTURE_VARIANT_ADD(select, level_phb) { .level = "PHB", .max = MLAP2P_EDGE_RELAY };
+FIXTURE_VARIANT_ADD(select, level_sys) { .level = "SYS", .max = MLAP2P_EDGE_POD };
+FIXTURE_VARIANT_ADD(select, level_nvl_lower) { .level = "nvl", .max = MLAP2P_EDGE_D2D };
+/* NCCL's old numbers: 0 LOC, 1 PIX, 2 PXB, 3 PHB, 4 and above SYS. */
+FIXTURE_VARIANT_ADD(select, level_0) { .level = "0", .max = MLAP2P_EDGE_LOCAL };
+FIXTURE_VARIANT_ADD(select, level_1) { .level = "1", .max = MLAP2P_EDGE_RELAY };
+FIXTURE_VARIANT_ADD(select, level_2) { .level = "2", .max = MLAP2P_EDGE_RELAY };
 FIXTURE_VARIANT_ADD(select, level_3) { .level = "3", .max = MLAP2P_EDGE_RELAY };
 FIXTURE_VARIANT_ADD(select, level_4) { .level = "4", .max = MLAP2P_EDGE_POD };
+FIXTURE_VARIANT_ADD(select, level_5) { .level = "5", .max = MLAP2P_EDGE_POD };
+FIXTURE_VARIANT_ADD(select, level_99) { .level = "99", .max = MLAP2P_EDGE_POD };
 FIXTURE_VARIANT_ADD(select, disable_wins) { .level = "POD", .disable = "1", .max = 0 };
+/* Any non-zero NCCL_P2P_DISABLE disables, as in the seed. */
+FIXTURE_VARIANT_ADD(select, disable2) { .disable = "2", .max = 0 };
+FIXTURE_VARIANT_ADD(select, disable_neg) { .disable = "-1", .max = 0 };
+FIXTURE_VARIANT_ADD(select, disable_hex) { .disable = "0x10", .max = 0 };
 
 FIXTURE_SETUP(select)
 {
@@ -72,22 +156,23 @@ FIXTURE_TEARDOWN(select)
 {
 }
 
-static bool sel_allowed(int max, int peer)
+static bool sel_allowed(const struct sel_layout *l, int max, int peer)
 {
-	return sel_edge[peer] != MLAP2P_EDGE_NONE && sel_edge[peer] <= max;
+	return l->edge[peer] != MLAP2P_EDGE_NONE && l->edge[peer] <= max;
 }
 
 /* Rank 0 and @peer connect to each other; check how. */
-static int sel_pair(struct t_rank *r, int peer, int max)
+static int sel_pair(struct t_rank *r, int peer, const struct sel_arg *a)
 {
+	const struct sel_layout *l = a->l;
 	char expect[160];
 	struct mlap2p_conn_desc d;
 	int other = r->rank == 0 ? peer : 0;
-	int ret, core0 = r->rank == 0 ? r->core : sel_cores[0];
-	int corep = r->rank == 0 ? sel_cores[peer] : r->core;
+	int ret, core0 = r->rank == 0 ? r->core : l->cores[0];
+	int corep = r->rank == 0 ? l->cores[peer] : r->core;
 
 	ret = mlap2p_connect_peers(r->comm, 1, 1, &other, 1, &other);
-	if (!sel_allowed(max, peer)) {
+	if (!sel_allowed(l, a->max, peer)) {
 		if (ret != -EHOSTUNREACH)
 			return 60;
 		snprintf(expect, sizeof(expect),
@@ -105,19 +190,20 @@ static int sel_pair(struct t_rank *r, int peer, int max)
 		return 62;
 	if (mlap2p_conn_get(r->comm, 0, other, MLAP2P_DIR_SEND, &d))
 		return 63;
-	if (d.path != (sel_edge[peer] == MLAP2P_EDGE_RELAY ?
+	if (d.path != (l->edge[peer] == MLAP2P_EDGE_RELAY ?
 		       MLAP2P_PATH_INDIRECT : MLAP2P_PATH_DIRECT))
 		return 64;
-	if (sel_edge[peer] == MLAP2P_EDGE_RELAY && d.mem_rank != 2)
+	if (l->edge[peer] == MLAP2P_EDGE_RELAY && d.mem_rank != 2)
 		return 65;
 	return t_exchange(r->comm, 0, other);
 }
 
 /* What rank 0 learns by asking each transport directly. */
-static int sel_ask(struct t_rank *r, int max)
+static int sel_ask(struct t_rank *r, const struct sel_arg *a)
 {
+	const struct sel_layout *l = a->l;
 	struct ncclComm *comm = mlap2p_nccl(r->comm);
-	int peer, ok;
+	int peer, ok, pds, sameCC;
 
 	/* The module's answers in the VM, not the host runtime's. */
 	if (t_check_runtime(r->comm)) {
@@ -127,16 +213,27 @@ static int sel_ask(struct t_rank *r, int max)
 		return 69;
 	}
 	for (peer = 1; peer < r->nranks; peer++) {
-		if (comm->topo->edge[peer] != sel_edge[peer])
+		if (comm->topo->edge[peer] != l->edge[peer])
 			return 70;
+		if (ncclTopoCheckPdsP2p(comm->topo, &comm->peerInfo[0],
+					&comm->peerInfo[peer], &pds) ||
+		    pds != l->pds[peer] ||
+		    ncclTopoCheckSameIntraCC(comm->topo, &comm->peerInfo[0],
+					     &comm->peerInfo[peer], &sameCC) ||
+		    sameCC != l->sameCC[peer]) {
+			snprintf(r->msg, sizeof(r->msg),
+				 "rank %d: pds %d sameCC %d", peer, pds,
+				 sameCC);
+			return 75;
+		}
 		if (p2pTransport.canConnect(&ok, comm->topo, NULL,
 					    &comm->peerInfo[0],
 					    &comm->peerInfo[peer]))
 			return 71;
-		if (ok != (int)sel_allowed(max, peer)) {
+		if (ok != (int)sel_allowed(l, a->max, peer)) {
 			snprintf(r->msg, sizeof(r->msg),
 				 "P2P to rank %d (%s): %d", peer,
-				 mlap2p_topo_edge_name((__u32)sel_edge[peer]), ok);
+				 mlap2p_topo_edge_name((__u32)l->edge[peer]), ok);
 			return 72;
 		}
 		if (netTransport.canConnect(&ok, comm->topo, NULL,
@@ -152,41 +249,65 @@ static int sel_ask(struct t_rank *r, int max)
 
 static int sel_rank(struct t_rank *r)
 {
-	const int *max = r->arg;
+	const struct sel_arg *a = r->arg;
 	int ret = 0, peer;
 
 	if (t_init(r))
 		return 1;
 	if (r->rank == 0) {
-		ret = sel_ask(r, *max);
+		ret = sel_ask(r, a);
 		for (peer = 1; peer < r->nranks && !ret; peer++)
-			ret = sel_pair(r, peer, *max);
+			ret = sel_pair(r, peer, a);
 	} else {
-		ret = sel_pair(r, r->rank, *max);
+		ret = sel_pair(r, r->rank, a);
 	}
 	if (mlap2p_comm_destroy(r->comm) && !ret)
 		ret = 80;
 	return ret;
 }
 
+static int sel_run(const struct sel_layout *l, int max)
+{
+	struct sel_arg a = { l, max };
+	struct t_rank ranks[NR];
+
+	return t_run_threads(l->n, l->cores, sel_rank, &a, ranks);
+}
+
 /* Host runtime: cores 64 and 68 (node 1) exist only with the pod. */
 TEST_F(select, every_edge_class)
 {
-	struct t_rank ranks[NR];
-	int max = variant->max;
+	sel_env(&sel_trn2_pod);
+	ASSERT_EQ(0, sel_run(&sel_trn2_pod, variant->max));
+}
 
-	t_host_topology();
-	ASSERT_EQ(0, t_run_threads(NR, sel_cores, sel_rank, &max, ranks));
+/* The same on the other families and on a switch pod (host runtime). */
+TEST_F(select, trn1)
+{
+	sel_env(&sel_trn1);
+	ASSERT_EQ(0, sel_run(&sel_trn1, variant->max));
+}
+
+TEST_F(select, trn3)
+{
+	sel_env(&sel_trn3);
+	ASSERT_EQ(0, sel_run(&sel_trn3, variant->max));
+}
+
+TEST_F(select, trn3_switch_pod)
+{
+	sel_env(&sel_trn3_switch);
+	ASSERT_EQ(0, sel_run(&sel_trn3_switch, variant->max));
 }
 
 /* LOCAL, D2D and RELAY: the module's answers in the VM. */
 TEST_F(select, node_edge_classes)
 {
-	struct t_rank ranks[4];
-	int max = variant->max;
+	struct sel_layout l = sel_trn2_pod;
 
 	T_NODE_TOPOLOGY();
-	ASSERT_EQ(0, t_run_threads(4, sel_cores, sel_rank, &max, ranks));
+	l.n = 4;
+	ASSERT_EQ(0, sel_run(&l, variant->max));
 }
 
 /* A relay needs a rank on the intermediate MLA; without one, no P2P. */
@@ -360,6 +481,122 @@ TEST_F(hostid, decides_the_host)
 	ASSERT_EQ(0, t_procs_wait(&p));
 }
 
+/*
+ * ---- pods across hosts ----
+ *
+ * Two processes, each its own emulated host (NCCL_HOSTID) when the variant
+ * says so, each on its own node of one pod (MLAP2P_NODE).  A pod link
+ * across hosts is not P2P's: P2P needs the one address space that only a
+ * host has, so ncclTopoCheckP2p refuses the pair before the pod is asked,
+ * where the seed asks it, and NET (disabled here, so the seed's terminal
+ * error) carries the pair.  ncclTopoCheckPdsP2p still names the switch
+ * path; ncclTopoCheckSameIntraCC says the pair is not on one node.  On one
+ * host the same two nodes connect by P2P/IPC.
+ */
+FIXTURE(pod_hosts) {
+	int dummy;
+};
+
+FIXTURE_VARIANT(pod_hosts) {
+	const char *family, *pod;
+	int same_host;
+	int node[2];
+	int core[2];
+	int pds;
+	int p2p;
+};
+
+FIXTURE_VARIANT_ADD(pod_hosts, switch_two_hosts) {
+	"trn3", "switch", 0, { 0, 1 }, { 0, 68 }, .pds = 1, .p2p = 0,
+};
+FIXTURE_VARIANT_ADD(pod_hosts, switch_one_host) {
+	"trn3", "switch", 1, { 0, 1 }, { 0, 68 }, .pds = 1, .p2p = 1,
+};
+FIXTURE_VARIANT_ADD(pod_hosts, p2p_pod_two_hosts) {
+	"trn2", "p2p", 0, { 0, 1 }, { 0, 64 }, .pds = 0, .p2p = 0,
+};
+FIXTURE_VARIANT_ADD(pod_hosts, p2p_pod_one_host) {
+	"trn2", "p2p", 1, { 0, 1 }, { 0, 64 }, .pds = 0, .p2p = 1,
+};
+
+FIXTURE_SETUP(pod_hosts)
+{
+	self->dummy = 0;
+	t_host_topology();
+	setenv("MLAP2P_FAMILY", variant->family, 1);
+	setenv("MLAP2P_POD", variant->pod, 1);
+	setenv("MLAP2P_POD_NODES", "2", 1);
+}
+
+FIXTURE_TEARDOWN(pod_hosts)
+{
+	unsetenv("MLAP2P_NODE");
+	unsetenv("NCCL_HOSTID");
+}
+
+static int pod_hosts_child(int idx, struct mlap2p_unique_id *id, void *arg)
+{
+	const FIXTURE_VARIANT(pod_hosts) *v = arg;
+	struct mlap2p_comm *api = NULL;
+	struct ncclComm *comm;
+	struct ncclPeerInfo *me, *pi;
+	int peer = 1 - idx, ok, pds, sameCC, ret;
+	struct mlap2p_conn_desc d;
+	char node[8], host[16];
+
+	snprintf(node, sizeof(node), "%d", v->node[idx]);
+	setenv("MLAP2P_NODE", node, 1);
+	snprintf(host, sizeof(host), "pod-host-%d", v->same_host ? 0 : idx);
+	setenv("NCCL_HOSTID", host, 1);
+	if (mlap2p_comm_init_rank(&api, 2, id, idx, v->core[idx]))
+		return kt_child_fail(1, "init: %s", mlap2p_last_error());
+	comm = mlap2p_nccl(api);
+	me = &comm->peerInfo[idx];
+	pi = &comm->peerInfo[peer];
+	ret = 0;
+	if (me->node == pi->node || me->topoHash != pi->topoHash)
+		ret = kt_child_fail(2, "nodes %u %u, topology %08x %08x",
+				   me->node, pi->node, me->topoHash,
+				   pi->topoHash);
+	else if (ncclTopoCheckPdsP2p(comm->topo, me, pi, &pds) ||
+		 pds != v->pds)
+		ret = kt_child_fail(3, "pds %d", pds);
+	else if (ncclTopoCheckSameIntraCC(comm->topo, me, pi, &sameCC) ||
+		 sameCC)
+		ret = kt_child_fail(4, "sameCC %d", sameCC);
+	else if (p2pTransport.canConnect(&ok, comm->topo, NULL, me, pi) ||
+		 ok != v->p2p)
+		ret = kt_child_fail(5, "P2P canConnect %d", ok);
+	if (!ret) {
+		ret = mlap2p_connect_peers(api, 1, 1, &peer, 1, &peer);
+		if (ret != (v->p2p ? 0 : -EHOSTUNREACH))
+			ret = kt_child_fail(6, "connect: %d (%s)", ret,
+					   mlap2p_last_error());
+		else if (!v->p2p)
+			ret = strstr(mlap2p_last_error(), "No transport found between devices") ?
+			      0 : kt_child_fail(7, "%s", mlap2p_last_error());
+		else if (mlap2p_conn_get(api, 0, peer, MLAP2P_DIR_SEND, &d) ||
+			 d.path != MLAP2P_PATH_IPC)
+			ret = kt_child_fail(8, "not P2P/IPC");
+		else
+			ret = t_exchange(api, 0, peer);
+	}
+	if (mlap2p_comm_destroy(api) && !ret)
+		ret = 9;
+	return ret;
+}
+
+TEST_F(pod_hosts, p2p_only_within_a_host)
+{
+	struct mlap2p_unique_id id;
+	struct t_procs p;
+
+	ASSERT_EQ(0, t_fork(&p, 2, pod_hosts_child, (void *)variant));
+	ASSERT_EQ(0, mlap2p_get_unique_id(&id));
+	ASSERT_EQ(0, t_procs_start(&p, &id));
+	ASSERT_EQ(0, t_procs_wait(&p));
+}
+
 /* ---- bad values are refused, naming the variable ---- */
 
 FIXTURE(badenv) {
@@ -371,9 +608,12 @@ FIXTURE_VARIANT(badenv) {
 	const char *value;
 };
 
-FIXTURE_VARIANT_ADD(badenv, p2p_level) { "NCCL_P2P_LEVEL", "SYS" };
-FIXTURE_VARIANT_ADD(badenv, p2p_level_num) { "NCCL_P2P_LEVEL", "5" };
+FIXTURE_VARIANT_ADD(badenv, p2p_level) { "NCCL_P2P_LEVEL", "NVLINK" };
+FIXTURE_VARIANT_ADD(badenv, p2p_level_neg) { "NCCL_P2P_LEVEL", "-1" };
+FIXTURE_VARIANT_ADD(badenv, p2p_level_junk) { "NCCL_P2P_LEVEL", "3x" };
+FIXTURE_VARIANT_ADD(badenv, p2p_level_none) { "NCCL_P2P_LEVEL", "NONE" };
 FIXTURE_VARIANT_ADD(badenv, p2p_disable) { "NCCL_P2P_DISABLE", "yes" };
+FIXTURE_VARIANT_ADD(badenv, p2p_disable_junk) { "NCCL_P2P_DISABLE", "1x" };
 FIXTURE_VARIANT_ADD(badenv, p2p_read) { "NCCL_P2P_READ_ENABLE", "2" };
 FIXTURE_VARIANT_ADD(badenv, buffsize) { "NCCL_BUFFSIZE", "4Q" };
 FIXTURE_VARIANT_ADD(badenv, ll_buffsize) { "NCCL_LL_BUFFSIZE", "-1" };
@@ -416,6 +656,26 @@ TEST_F(badenv, refused_by_name)
 	EXPECT_EQ(NULL, comm);
 	EXPECT_NE(NULL, strstr(mlap2p_last_error(), variant->name))
 		TH_LOG("message: %s", mlap2p_last_error());
+}
+
+/* The two P2P variables say what they take. */
+TEST(p2p_env_messages)
+{
+	struct mlap2p_unique_id id;
+	struct mlap2p_comm *comm = NULL;
+
+	setenv("MLAP2P_RUNTIME", "host", 1);
+	ASSERT_EQ(0, mlap2p_get_unique_id(&id));
+	setenv("NCCL_P2P_LEVEL", "NVLINK", 1);
+	EXPECT_EQ(-EINVAL, mlap2p_comm_init_rank(&comm, 2, &id, 0, 0));
+	EXPECT_STREQ("NCCL_P2P_LEVEL=NVLINK is not valid: expected LOCAL|D2D|RELAY|POD, NCCL's LOC|NVL|NVB|PIX|PXB|PHB|SYS, or NCCL's number 0..5",
+		     mlap2p_last_error());
+	unsetenv("NCCL_P2P_LEVEL");
+	setenv("NCCL_P2P_DISABLE", "yes", 1);
+	EXPECT_EQ(-EINVAL, mlap2p_comm_init_rank(&comm, 2, &id, 0, 0));
+	EXPECT_STREQ("NCCL_P2P_DISABLE=yes is not valid: expected an integer (0 keeps P2P, any other value disables it)",
+		     mlap2p_last_error());
+	EXPECT_EQ(NULL, comm);
 }
 
 /* A core beyond the topology is refused too. */

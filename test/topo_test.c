@@ -594,7 +594,62 @@ TEST(example_dev_info)
 	expect_dev(_metadata, &t, 1, 0, 1, 0, NO_MLA, NO_MLA, 1, ring2_1, 4, 4);
 }
 
+/*
+ * The port model of nec_get_peer_mla_idx(dev, mla, port): the table of
+ * docs/topology.md, "Ports and the peer MLA", for MLA 5 of trn2, MLA 0 of
+ * trn1, MLAs 0 and 3 of trn3, and MLA 21 of a trn2 pod (node 1).
+ */
+TEST(example_ports)
+{
+	static const struct {
+		__u32 family, pod, pod_nodes, mla, ports[4];
+	} rows[] = {
+		{ TRN2, PNONE, 1, 5, { 6, 4, 9, 1 } },
+		{ TRN2, PNONE, 1, 0, { 1, 3, 4, 12 } },
+		{ TRN1, PNONE, 1, 15, { 12, 14, 3, 11 } },
+		{ TRN3, PNONE, 1, 0, { 1, 15 } },
+		{ TRN3, PNONE, 1, 3, { 4, 2 } },
+		{ TRN2, PP2P, 4, 21, { 22, 20, 25, 17 } },
+	};
+	struct mlap2p_topo t;
+	__u32 i, p, v;
+
+	for (i = 0; i < ARRAY_SIZE(rows); i++) {
+		ASSERT_EQ(0, mlap2p_topo_defaults(&t, rows[i].family));
+		t.pod_type = rows[i].pod;
+		t.pod_nodes = rows[i].pod_nodes;
+		ASSERT_EQ(rows[i].family == TRN3 ? 2U : 4U,
+			  mlap2p_topo_num_ports(&t));
+		for (p = 0; p < mlap2p_topo_num_ports(&t); p++) {
+			v = POISON;
+			ASSERT_EQ(0, mlap2p_topo_port_peer(&t, rows[i].mla, p, &v));
+			ASSERT_EQ(rows[i].ports[p], v);
+		}
+		v = POISON;
+		ASSERT_EQ(-EINVAL, mlap2p_topo_port_peer(&t, rows[i].mla, p, &v));
+		ASSERT_EQ(POISON, v);
+	}
+	ASSERT_EQ(0, mlap2p_topo_defaults(&t, TRN2));
+	v = POISON;
+	ASSERT_EQ(-EINVAL, mlap2p_topo_port_peer(&t, 16, 0, &v));
+	ASSERT_EQ(-EINVAL, mlap2p_topo_port_peer(&t, 0, 0, NULL));
+	ASSERT_EQ(POISON, v);
+	t.lnc = 3;
+	ASSERT_EQ(0U, mlap2p_topo_num_ports(&t));
+	ASSERT_EQ(-EINVAL, mlap2p_topo_port_peer(&t, 0, 0, &v));
+}
+
 /* ---- Exhaustive properties over every configuration ---- */
+
+static bool in_list(const __u32 *v, __u32 n, __u32 x)
+{
+	__u32 i;
+
+	for (i = 0; i < n; i++)
+		if (v[i] == x)
+			return true;
+	return false;
+}
 
 static void check_devices(struct __test_metadata *_metadata,
 			  const struct mlap2p_topo *t)
@@ -619,6 +674,34 @@ static void check_devices(struct __test_metadata *_metadata,
 		ASSERT_EQ(base + ((a % nd) ^ 1), d.peer_mla);
 		ASSERT_EQ(0, mlap2p_topo_dev(t, d.peer_mla, &pd));
 		ASSERT_EQ(a, pd.peer_mla);
+		/* ... and the MLA on port (local & 1); the neighbours are
+		 * exactly the ports' MLAs, and each port is mutual. */
+		{
+			__u32 p, v, back, q, np = mlap2p_topo_num_ports(t);
+			bool found;
+
+			ASSERT_EQ(oracle_torus(t->family) ? 4U : 2U, np);
+			ASSERT_EQ(0, mlap2p_topo_port_peer(t, a, (a % nd) & 1, &v));
+			ASSERT_EQ(d.peer_mla, v);
+			for (p = 0; p < np; p++) {
+				ASSERT_EQ(0, mlap2p_topo_port_peer(t, a, p, &v));
+				ASSERT_TRUE(in_list(d.neighbours, d.num_neighbours, v));
+				found = false;
+				for (q = 0; q < np; q++) {
+					ASSERT_EQ(0, mlap2p_topo_port_peer(t, v, q, &back));
+					found |= back == a;
+				}
+				ASSERT_TRUE(found);
+			}
+			for (k = 0; k < d.num_neighbours; k++) {
+				found = false;
+				for (p = 0; p < np; p++) {
+					ASSERT_EQ(0, mlap2p_topo_port_peer(t, a, p, &v));
+					found |= v == d.neighbours[k];
+				}
+				ASSERT_TRUE(found);
+			}
+		}
 		if (oracle_torus(t->family)) {
 			ASSERT_EQ((a % nd) % 4, d.torus_x);
 			ASSERT_EQ((a % nd) / 4, d.torus_y);
@@ -640,16 +723,6 @@ static void check_devices(struct __test_metadata *_metadata,
 			ASSERT_EQ(0U, d.neighbours[k]);
 		}
 	}
-}
-
-static bool in_list(const __u32 *v, __u32 n, __u32 x)
-{
-	__u32 i;
-
-	for (i = 0; i < n; i++)
-		if (v[i] == x)
-			return true;
-	return false;
 }
 
 static void check_mla_pairs(struct __test_metadata *_metadata,

@@ -56,7 +56,6 @@
 #define DP_CMA_RECHECK		32		/* then the other now and then */
 #define DP_SMALL_MAX		MLAP2P_LL128_SMALL	/* dp_small() up to this */
 #define DP_PEER_TIMEOUT_MS	5000
-#define DP_MAX_COMMS		64		/* for the dump signal */
 
 struct dp;
 
@@ -113,7 +112,7 @@ struct dp {
 	long peerTimeoutMs, liveEveryMs;
 	int64_t nextLive;
 	uint32_t spinTight, spinYield;
-	int slot;			/* in dp_registry, or -1 */
+	uint32_t dumpSeen;		/* dump signals already answered */
 	int fence;			/* dp_in() may use plain stores */
 	uint32_t inside;		/* calls of the owner thread inside */
 	unsigned int pass;		/* progress passes, for waits on many */
@@ -149,8 +148,8 @@ int dp_write_peer(void *arg, uint64_t addr, const void *src,
 
 /* dump.c */
 void dp_install_dump_signal(void);
-void dp_register(struct dp *dp);
-void dp_unregister(struct dp *dp);
+void dp_dump_init(struct dp *dp);
+void dp_dump_poll(struct dp *dp);
 
 /* link.c */
 struct dp *dp_get(struct ncclComm *comm);

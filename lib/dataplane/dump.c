@@ -4,24 +4,30 @@
  */
 #include "dataplane/dp.h"
 
-/* ---- registry for the dump signal ---- */
+/*
+ * ---- the dump signal ----
+ *
+ * The handler only counts: one lock-free atomic add, which is
+ * async-signal-safe (no formatting, no lock, no memory another thread may
+ * free).  A thread waiting in the data plane sees the count move the next
+ * time its wait goes idle (dp_check) and writes its own communicator's
+ * state, from its own thread, inside its own call: the communicator cannot
+ * be freed under it and nothing races with the links it reads.  A
+ * communicator no thread waits in prints at its next idle wait;
+ * mlap2p_dump_state() prints one at once.
+ */
 
-static struct dp *dp_registry[DP_MAX_COMMS];
+static uint32_t dp_dump_requests;
+
+_Static_assert(__atomic_always_lock_free(sizeof(uint32_t), 0),
+	       "the dump signal's counter must be lock-free");
 
 static void dp_dump(struct dp *dp, int fd);
 
 static void dp_dump_signal(int sig)
 {
-	int i, saved = errno;
-
 	(void)sig;
-	for (i = 0; i < DP_MAX_COMMS; i++) {
-		struct dp *dp = __atomic_load_n(&dp_registry[i], __ATOMIC_ACQUIRE);
-
-		if (dp)
-			dp_dump(dp, STDERR_FILENO);
-	}
-	errno = saved;
+	__atomic_add_fetch(&dp_dump_requests, 1, __ATOMIC_RELAXED);
 }
 
 void dp_install_dump_signal(void)
@@ -45,34 +51,26 @@ void dp_install_dump_signal(void)
 		INFO(NCCL_ENV, "signal %ld dumps the data plane's state", sig);
 }
 
-void dp_register(struct dp *dp)
+/* A new communicator owes no dump for signals before it existed. */
+void dp_dump_init(struct dp *dp)
 {
-	int i;
-
-	dp->slot = -1;
-	for (i = 0; i < DP_MAX_COMMS; i++) {
-		struct dp *none = NULL;
-
-		if (__atomic_compare_exchange_n(&dp_registry[i], &none, dp, 0,
-						__ATOMIC_ACQ_REL,
-						__ATOMIC_ACQUIRE)) {
-			dp->slot = i;
-			return;
-		}
-	}
+	dp->dumpSeen = __atomic_load_n(&dp_dump_requests, __ATOMIC_RELAXED);
 }
 
-/* Leave the registry (dp_free, before anything is freed). */
-void dp_unregister(struct dp *dp)
+/* From a wait of the thread inside @dp: a dump if a signal asked for one. */
+void dp_dump_poll(struct dp *dp)
 {
-	if (dp->slot >= 0)
-		__atomic_store_n(&dp_registry[dp->slot], NULL, __ATOMIC_RELEASE);
+	uint32_t n = __atomic_load_n(&dp_dump_requests, __ATOMIC_RELAXED);
+
+	if (n == dp->dumpSeen)
+		return;
+	dp->dumpSeen = n;
+	dp_dump(dp, STDERR_FILENO);
 }
 
 /* ---- state dump ---- */
 
-/* snprintf-only formatting and one write(2) per line: usable from the
- * dump signal's handler. */
+/* One write(2) per line, so lines of several threads do not mix. */
 static void dp_dump_link(const struct dp *dp, const struct dp_link *k, int fd)
 {
 	const struct ncclConnInfo *c = k->l.conn;

@@ -135,7 +135,7 @@ struct dp *dp_get(struct ncclComm *comm)
 	dp->fence = dp_membarrier_ok() && !getenv("MLAP2P_NO_MEMBARRIER");
 	comm->dp = dp;
 	comm->dpFree = dp_free;
-	dp_register(dp);
+	dp_dump_init(dp);
 	dp_install_dump_signal();
 	return dp;
 }
@@ -363,7 +363,6 @@ static void dp_free(struct ncclComm *comm)
 
 	if (!dp)
 		return;
-	dp_unregister(dp);
 	if (mlap2p_comm_aborted(comm))
 		dp_quiesce(dp);
 	dp_for_each_link(dp, c, i, k) {

@@ -261,6 +261,7 @@ int dp_check(struct dp *dp)
 	int64_t now;
 	int failed = 0, c, i;
 
+	dp_dump_poll(dp);
 	if (mlap2p_comm_aborted(comm)) {
 		while ((k = dp->active)) {
 			dp->active = k->activeNext;

@@ -65,7 +65,7 @@ static ncclResult_t p2pCanConnect(int *ret, struct ncclTopoSystem *topo,
 				  struct ncclPeerInfo *info2)
 {
 	struct ncclComm *comm = topo->comm;
-	int p2p, read, intermediateRank, canAccess = 0;
+	int p2p, read, intermediateRank, canAccess = 0, pds, sameCC;
 
 	(void)graph;
 	*ret = 0;
@@ -75,6 +75,21 @@ static ncclResult_t p2pCanConnect(int *ret, struct ncclTopoSystem *topo,
 				   &intermediateRank));
 	if (!p2p)
 		return ncclSuccess;
+	/*
+	 * The pod refinements, where the seed asks them: one node's pair
+	 * takes its D2D links or a relay; a pair on two nodes needs a pod
+	 * path, the switch (pds) or a link of the point-to-point pod (the
+	 * POD edge the runtime answered).
+	 */
+	NCCLCHECK(ncclTopoCheckPdsP2p(topo, info1, info2, &pds));
+	NCCLCHECK(ncclTopoCheckSameIntraCC(topo, info1, info2, &sameCC));
+	if (!sameCC && !pds &&
+	    topo->edge[info1->rank * topo->nRanks + info2->rank] !=
+	    MLAP2P_EDGE_POD) {
+		TRACE(NCCL_INIT | NCCL_P2P, "P2P %d -> %d: different nodes and no pod path",
+		      info1->rank, info2->rank);
+		return ncclSuccess;
+	}
 	/* The runtime has the last word: the module's CAN_ACCESS_PEER. */
 	NCCLCHECK(ncclRtDeviceCanAccessPeer(comm->rt, &canAccess,
 					    info1->cudaDev, info2->cudaDev));
@@ -229,10 +244,11 @@ static ncclResult_t p2pSendSetup(struct ncclComm *comm,
 		     channelId, myInfo->rank, myInfo->cudaDev, peerInfo->rank,
 		     peerInfo->cudaDev, p2pReadStr(useRead));
 	else
-		INFO(NCCL_INIT | NCCL_P2P, "Channel %02d : %d[%d] -> %d[%d] via P2P/indirect/%d[%d]%s",
+		/* The seed's text: the intermediate's busId, in hex. */
+		INFO(NCCL_INIT | NCCL_P2P, "Channel %02d : %d[%d] -> %d[%d] via P2P/indirect/%d[%lx]%s",
 		     channelId, myInfo->rank, myInfo->cudaDev, peerInfo->rank,
 		     peerInfo->cudaDev, intermediateRank,
-		     comm->peerInfo[intermediateRank].cudaDev,
+		     (long)comm->peerInfo[intermediateRank].busId,
 		     p2pReadStr(useRead));
 	memcpy(connectInfo, &blob, sizeof(blob));
 	return ncclSuccess;

@@ -66,6 +66,7 @@ struct ncclConnInfo {
 	uint64_t *tail;				/* local for recv, remote for send */
 	uint64_t *head;				/* local for send, remote for recv */
 	int direct;				/* NCCL_DIRECT_* */
+	int shared;				/* buffers shared (seed +0x2c); P2P: 0 */
 	void **ptrExchange;			/* single-copy pointer exchange */
 	int *sizesFifo;				/* per-step sizes */
 	void **ptrsFifo;			/* per-step pointers */
@@ -183,6 +184,7 @@ _Static_assert(offsetof(struct ncclConnInfo, buffs) == 0x00, "buffs");
 _Static_assert(offsetof(struct ncclConnInfo, tail) == 0x18, "tail");
 _Static_assert(offsetof(struct ncclConnInfo, head) == 0x20, "head");
 _Static_assert(offsetof(struct ncclConnInfo, direct) == 0x28, "direct");
+_Static_assert(offsetof(struct ncclConnInfo, shared) == 0x2c, "shared");
 _Static_assert(offsetof(struct ncclConnInfo, ptrExchange) == 0x30, "ptrExchange");
 _Static_assert(offsetof(struct ncclConnInfo, sizesFifo) == 0x38, "sizesFifo");
 _Static_assert(offsetof(struct ncclConnInfo, ptrsFifo) == 0x40, "ptrsFifo");
