@@ -228,19 +228,23 @@ t_peer() {
 	run 0 peer "$core0" "$core0" || return 1
 	line out 1 "core $core0 (MLA $mla0) -> core $core0 (MLA $mla0): LOCAL" &&
 	line out 2 "path: MLA $mla0 (same MLA)" &&
-	line out 3 "p2p: yes" || return 1
+	line out 3 "p2p: yes" &&
+	line out 4 "seed: Channel 00 : 0[$core0] -> 1[$core0] via P2P/IPC" || return 1
 	# MLA +1 is a neighbour (the peer pair, torus row or ring).
 	c1=$((core0 + cpm))
 	run 0 peer "$core0" "$c1" || return 1
 	line out 1 "core $core0 (MLA $mla0) -> core $c1 (MLA $((mla0 + 1))): D2D" &&
-	line out 2 "path: MLA $mla0 -> MLA $((mla0 + 1))" || return 1
+	line out 2 "path: MLA $mla0 -> MLA $((mla0 + 1))" &&
+	line out 4 "seed: Channel 00 : 0[$core0] -> 1[$c1] via P2P/IPC" || return 1
 	# MLA +2 is two hops along the row or ring: a relay through MLA +1.
 	c2=$((core0 + 2 * cpm))
 	run 0 peer "$core0" "$c2" || return 1
 	line out 1 "core $core0 (MLA $mla0) -> core $c2 (MLA $((mla0 + 2))): RELAY" &&
 	line out 2 "path: MLA $mla0 -> MLA $((mla0 + 1)) -> MLA $((mla0 + 2)) (relay through MLA $((mla0 + 1)))" || return 1
+	# The seed's indirect line: the relay rank's busId (its core) in hex.
+	line out 4 "seed: Channel 00 : 0[$core0] -> 1[$c2] via P2P/indirect/2[$(printf %x "$c1")] (rank 2 on core $c1)" || return 1
 	run 0 --json peer "$core0" "$c2" &&
-	has out "\"edge\":\"RELAY\",\"access\":true,\"path\":\[$mla0,$((mla0 + 1)),$((mla0 + 2))\]" || return 1
+	has out "\"edge\":\"RELAY\",\"access\":true,\"path\":\[$mla0,$((mla0 + 1)),$((mla0 + 2))\],\"seed\":\"Channel 00 : 0\[$core0\] -> 1\[$c2\] via P2P/indirect/2\[$(printf %x "$c1")\]" || return 1
 	# A core past the pod, then bad arguments.
 	run 1 peer 0 999999 && line err 1 "mlap2pctl: peer: Invalid argument" || return 1
 	run 2 peer 0 && run 2 peer a b && run 2 peer 0 1 2

@@ -211,7 +211,9 @@ static const struct cmd cmds[] = {
 	  "their value.  All or nothing.",
 	  cmd_topo_set },
 	{ "peer", NULL, "CORE_A CORE_B",
-	  "Edge class and path between two global logical cores.",
+	  "Edge class and path between two global logical cores, and the\n"
+	  "seed's NCCL_DEBUG=INFO line for rank 0 on CORE_A sending to\n"
+	  "rank 1 on CORE_B in another process.",
 	  cmd_peer },
 	{ "regions", NULL, "[id=ID] [device=MLA]",
 	  "Live regions: id, MLA, size, owner pid, importers, mappings,\n"

@@ -368,10 +368,45 @@ int cmd_topo_set(struct ctl *c, int argc, char **argv)
 			    NULL, NULL, NULL);
 }
 
+/*
+ * What the seed's p2p.cc prints (NCCL_DEBUG=INFO) when rank 0 on core_a
+ * sends to rank 1 on core_b, each its own process, with a rank 2 on the
+ * relay MLA's first core when the pair needs one: the line libmlap2p
+ * prints for the same pair.  -errno when there is no P2P line to print.
+ */
+static int peer_seed_line(struct ctl *c, const struct mlap2p_peer_query *q,
+			  char *buf, size_t len)
+{
+	struct mlap2p_info info = { 0 };
+	__u32 lpm;
+	int ret;
+
+	if (!q->access) {
+		snprintf(buf, len, "no P2P: selectTransport falls through to NET");
+		return 0;
+	}
+	if (q->edge_class != MLAP2P_EDGE_RELAY) {
+		snprintf(buf, len, "Channel 00 : 0[%u] -> 1[%u] via P2P/IPC",
+			 q->core_a, q->core_b);
+		return 0;
+	}
+	ret = dev_ioctl(c, MLAP2P_IOC_GET_INFO, &info);
+	if (ret)
+		return ret;
+	lpm = info.num_devices ? info.cores_per_node / info.num_devices : 0;
+	if (!lpm || q->intermediate_mla == MLAP2P_NO_MLA)
+		return -EINVAL;
+	/* The intermediate's busId is its device, the core, in hex. */
+	snprintf(buf, len, "Channel 00 : 0[%u] -> 1[%u] via P2P/indirect/2[%x] (rank 2 on core %u)",
+		 q->core_a, q->core_b, q->intermediate_mla * lpm,
+		 q->intermediate_mla * lpm);
+	return 0;
+}
+
 int cmd_peer(struct ctl *c, int argc, char **argv)
 {
 	struct mlap2p_peer_query q = { 0 };
-	char via[32];
+	char via[32], seed[128];
 	const char *edge;
 	int ret;
 
@@ -396,7 +431,10 @@ int cmd_peer(struct ctl *c, int argc, char **argv)
 			printf("%u", q.mla_a);
 		else if (q.edge_class != MLAP2P_EDGE_NONE)
 			printf("%u,%u", q.mla_a, q.mla_b);
-		printf("]}\n");
+		printf("]");
+		if (!peer_seed_line(c, &q, seed, sizeof(seed)))
+			printf(",\"seed\":\"%s\"", seed);
+		printf("}\n");
 		return 0;
 	}
 
@@ -419,5 +457,6 @@ int cmd_peer(struct ctl *c, int argc, char **argv)
 		break;
 	}
 	printf("p2p: %s\n", q.access ? "yes" : "no");
-	return 0;
+	return peer_seed_line(c, &q, seed, sizeof(seed)) ? 0 :
+	       (printf("seed: %s\n", seed), 0);
 }
