@@ -14,13 +14,20 @@ import socket
 import sys
 import time
 
-import torch
-import torch.distributed as dist
-import torch.multiprocessing as mp
-import torch.nn as nn
-from torch.nn.parallel import DistributedDataParallel as DDP
+# This file's folder holds mlap2p_torch's sources, without the built
+# extension: take the package from PYTHONPATH (make torch's build, or the
+# installed one) instead.
+if sys.path and os.path.abspath(sys.path[0] or ".") == \
+        os.path.dirname(os.path.abspath(__file__)):
+    del sys.path[0]
 
-import mlap2p_torch  # noqa: F401  (registers "mlap2p")
+import torch  # noqa: E402
+import torch.distributed as dist  # noqa: E402
+import torch.multiprocessing as mp  # noqa: E402
+import torch.nn as nn  # noqa: E402
+from torch.nn.parallel import DistributedDataParallel as DDP  # noqa: E402
+
+import mlap2p_torch  # noqa: E402,F401  (registers "mlap2p")
 
 
 def run(rank, port, steps):

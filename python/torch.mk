@@ -23,13 +23,15 @@ TORCH_SRCS := $(wildcard $(TOP)/python/setup.py $(TOP)/python/mlap2p_torch/*.py 
 # The tree's libmlap2p first, then the just-built package.
 TORCH_ENV = LD_LIBRARY_PATH=$(B)/lib$${LD_LIBRARY_PATH:+:$$LD_LIBRARY_PATH} \
 	PYTHONPATH=$(TORCH_LIB)$${PYTHONPATH:+:$$PYTHONPATH}
-has_torch = $(PYTHON) -c 'import torch.distributed' >/dev/null 2>&1
+# The Debian packages $(PYTHON) lacks for the backend, empty when none.
+torch_missing = $$($(PYTHON) $(TOP)/python/probe.py 2>/dev/null || \
+	{ [ -x "$(PYTHON)" ] || echo python3; })
 
 .PHONY: torch check-torch bench-torch install-torch uninstall-torch
 
 torch: lib
-	@$(has_torch) || { echo "mlap2p: torch: $(PYTHON) cannot import torch;" \
-		"install python3-torch libtorch-dev pybind11-dev (make deps)" >&2; exit 1; }
+	@m="$(torch_missing)"; [ -z "$$m" ] || { echo "mlap2p: torch: $(PYTHON)" \
+		"lacks $$m (make deps installs them)" >&2; exit 1; }
 	cd $(TOP)/python && MLAP2P_INCLUDE=$(TOP)/lib/include/nccl:$(TOP)/lib/include \
 		MLAP2P_LIBDIR=$(B)/lib MLAP2P_VERSION=$(MLAP2P_VERSION) \
 		$(PYTHON) setup.py -q build --build-base $(TORCH_B)/build \
@@ -37,30 +39,42 @@ torch: lib
 	$(TORCH_ENV) $(PYTHON) -c 'import mlap2p_torch, torch.distributed as d; \
 		assert "mlap2p" in d.Backend._plugins or "MLAP2P" in d.Backend._plugins'
 
+# torch 1.13's torchrun on Python 3.11 fails with its default --redirects 0
+# and --tee 0 (Std.from_str: 3.11's IntFlag iteration skips NONE, so "0"
+# maps to None: "'NoneType' object has no attribute 'get'"); "1" parses.
+# Standard output then goes to a log file under --log_dir and, teed, to
+# the terminal.
+TORCHRUN_FLAGS := --redirects 1 --tee 1
+
 # 2 and 4 ranks (tcp://, file://, env:// through torchrun), training,
 # faults.  MLAP2P_TORCH_QUICK=1 shortens training.
 TORCH_TESTS := $(TOP)/python/tests
 check-torch:
-	@if ! $(has_torch); then echo "check-torch: SKIP: $(PYTHON) has no torch" \
-		"(python3-torch libtorch-dev pybind11-dev)"; exit 0; fi; \
+	@m="$(torch_missing)"; if [ -n "$$m" ]; then \
+		echo "ok 1 check-torch # SKIP $(PYTHON) lacks $$m (make deps installs it)"; \
+		exit 0; fi; \
 	$(MAKE) torch && \
 	cd $(TORCH_TESTS) && export $(TORCH_ENV) && \
 	set -e; \
 	nice $(PYTHON) torch_ops.py --nprocs 2 --init tcp; \
 	nice $(PYTHON) torch_ops.py --nprocs 4 --init file; \
-	nice $(PYTHON) -m torch.distributed.run --standalone --nproc_per_node 2 \
+	rm -rf $(TORCH_B)/torchrun; \
+	nice $(PYTHON) -m torch.distributed.run $(TORCHRUN_FLAGS) \
+		--log_dir $(TORCH_B)/torchrun --standalone --nproc_per_node 2 \
 		torch_ops.py --quick; \
 	nice $(PYTHON) torch_train.py --nprocs 2 $(if $(MLAP2P_TORCH_QUICK),--quick); \
 	nice $(PYTHON) torch_fault.py --nprocs 2; \
 	echo "check-torch: passed"
 
 bench-torch:
-	@if ! $(has_torch); then echo "bench-torch: SKIP: $(PYTHON) has no torch"; exit 0; fi; \
+	@m="$(torch_missing)"; if [ -n "$$m" ]; then \
+		echo "bench-torch: skipped: $(PYTHON) lacks $$m"; exit 0; fi; \
 	$(MAKE) torch && mkdir -p $(B)/bench && export $(TORCH_ENV) && \
 	$(PYTHON) $(TOP)/bench/torch_bench.py --json $(B)/bench/torch.json
 
 install-torch:
-	@if ! $(has_torch); then echo "install-torch: skipped: $(PYTHON) has no torch"; exit 0; fi; \
+	@m="$(torch_missing)"; if [ -n "$$m" ]; then \
+		echo "install-torch: skipped: $(PYTHON) lacks $$m"; exit 0; fi; \
 	$(MAKE) torch && \
 	echo "install mlap2p_torch -> $(DESTDIR)$(PYSITEDIR)/mlap2p_torch" && \
 	rm -rf $(DESTDIR)$(PYSITEDIR)/mlap2p_torch && \
