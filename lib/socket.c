@@ -12,6 +12,8 @@
 #include <net/if.h>
 #include <netdb.h>
 #include <poll.h>
+#include <sys/ioctl.h>
+#include <linux/sockios.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -305,6 +307,22 @@ void mlap2p_sock_close_reset(int fd)
 	close(fd);
 }
 
+/*
+ * A reset throws away whatever the socket has not sent yet.  Before the
+ * service resets its connections at the end, let each send what it
+ * queued (a last reply: the peer may still be reading it) and have it
+ * acknowledged, up to @deadline for all of them.  Data the peer's kernel
+ * holds survives the reset: its reads return it before the error.
+ */
+static void mlap2p_sock_drain(int fd, int64_t deadline)
+{
+	int outq;
+
+	while (ioctl(fd, SIOCOUTQ, &outq) == 0 && outq > 0 &&
+	       !mlap2p_sock_expired(deadline))
+		poll(NULL, 0, 1);
+}
+
 /* The connection idle longest, or -1 when none is open. */
 static int mlap2p_sock_lru(const uint64_t *used, int n)
 {
@@ -331,7 +349,8 @@ int mlap2p_sock_serve_conns(int listenFd, int stopFd, int max,
 {
 	struct pollfd *pfd = calloc((size_t)max + 2, sizeof(*pfd));
 	uint64_t *used = calloc((size_t)max, sizeof(*used)), clock = 0;
-	int n = 0, i, fd, ret = 0;
+	int n = 0, i, fd, ret = 0, one = 1;
+	int64_t stop;
 
 	if (!pfd || !used) {
 		free(pfd);
@@ -375,6 +394,9 @@ int mlap2p_sock_serve_conns(int listenFd, int stopFd, int max,
 		}
 		if (fd < 0)
 			continue;
+		/* Replies are small: out at once, not behind a delayed ACK. */
+		setsockopt(fd, IPPROTO_TCP, 1 /* TCP_NODELAY */, &one,
+			   sizeof(one));
 		if (n == max) {
 			/* Full: the idle one goes; its peer reconnects. */
 			mlap2p_sock_drop(pfd, used, &n,
@@ -383,8 +405,11 @@ int mlap2p_sock_serve_conns(int listenFd, int stopFd, int max,
 		pfd[2 + n] = (struct pollfd){ .fd = fd, .events = POLLIN };
 		used[n++] = ++clock;
 	}
-	for (i = 0; i < n; i++)
+	stop = mlap2p_now_ms() + 2000;
+	for (i = 0; i < n; i++) {
+		mlap2p_sock_drain(pfd[2 + i].fd, stop);
 		mlap2p_sock_close_reset(pfd[2 + i].fd);
+	}
 	free(pfd);
 	free(used);
 	return ret;
