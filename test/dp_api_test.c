@@ -1233,6 +1233,35 @@ TEST_F_TIMEOUT(solo, cma_auto_exchanges_agree, 120)
 	unsetenv("MLAP2P_CMA");
 }
 
+/*
+ * From MLAP2P_CMA_MAX (8 MiB) auto takes the FIFO even in an exchange
+ * (8 MiB, 9 MiB + 3; and one byte less goes by cross-memory attach);
+ * MLAP2P_CMA=1 takes cross-memory attach for all, and MLAP2P_CMA_MAX=0
+ * leaves auto none.  Every byte checked, both links of both ranks counted.
+ */
+TEST_F_TIMEOUT(solo, cma_auto_exchanges_from_max_fifo, 180)
+{
+	struct xchg_arg a = { .sizes = { 8 * MiB, 9 * MiB + 3 }, .n = 2 };
+	struct xchg_arg b = { .sizes = { 8 * MiB - 1 }, .n = 1 };
+	struct job j = { .n = 2, .cores = { 0, 4 }, .fn = xchg_body, .arg = &a };
+	int can = cma_between_siblings();
+
+	a.direct = 0;
+	EXPECT_EQ(0, job_run(&j, 80));
+	b.direct = can;
+	j.arg = &b;
+	EXPECT_EQ(0, job_run(&j, 80));
+	setenv("MLAP2P_CMA_MAX", "0", 1);
+	b.direct = 0;
+	EXPECT_EQ(0, job_run(&j, 80));
+	unsetenv("MLAP2P_CMA_MAX");
+	setenv("MLAP2P_CMA", "1", 1);
+	a.direct = can ? a.n : 0;
+	j.arg = &a;
+	EXPECT_EQ(0, job_run(&j, 80));
+	unsetenv("MLAP2P_CMA");
+}
+
 /* ---- MLAP2P_CMA, MLAP2P_CMA_MIN and MLAP2P_NT_MIN values --------------- */
 
 /* The first data-plane call's result, which reads the settings. */
@@ -1260,6 +1289,8 @@ TEST_F_TIMEOUT(solo, cma_settings_checked, 60)
 		{ "MLAP2P_CMA", "3", -EINVAL },
 		{ "MLAP2P_CMA_MIN", "64K", 0 }, { "MLAP2P_CMA_MIN", "0", 0 },
 		{ "MLAP2P_CMA_MIN", "lots", -EINVAL },
+		{ "MLAP2P_CMA_MAX", "16M", 0 }, { "MLAP2P_CMA_MAX", "0", 0 },
+		{ "MLAP2P_CMA_MAX", "huge", -EINVAL },
 		{ "MLAP2P_NT_MIN", "8M", 0 }, { "MLAP2P_NT_MIN", "0", 0 },
 		{ "MLAP2P_NT_MIN", "fast", -EINVAL },
 	};

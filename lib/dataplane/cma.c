@@ -19,6 +19,10 @@
  * (docs/performance.md, issue 19).  The rule reads nothing but this rank's
  * queues, and the sender follows the receiver's offer, so the two ends of a
  * link cannot disagree about a message; no message is spent on timing.
+ * From cmaMax (8 MiB) on the FIFO again, exchange or not: there its
+ * streaming copy-out (MLAP2P_NT_MIN) beat cross-memory attach's page by
+ * page pinning in the exchanges docs/performance.md records, quiet and
+ * loaded, and the two-copy ring with it.
  */
 static int dp_cma_exchange(const struct dp_link *r)
 {
@@ -57,7 +61,7 @@ int dp_describe(void *arg, const void *buf, size_t bytes,
 	 * system call and handshake (docs/performance.md). */
 	if (!k->cma || bytes < k->dp->cmaMin)
 		return 0;
-	if (k->dp->cmaAuto && !dp_cma_exchange(k))
+	if (k->dp->cmaAuto && (bytes >= k->dp->cmaMax || !dp_cma_exchange(k)))
 		return 0;
 	x->offset = (uintptr_t)buf;
 	return MLAP2P_DESCRIBE_ADDR;

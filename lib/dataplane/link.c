@@ -80,6 +80,9 @@ static int dp_params(struct dp *dp)
 	dp->cmaAuto = mode == 2;
 	ret = mlap2p_env_size("MLAP2P_CMA_MIN", 0, 1ULL << 40, DP_CMA_MIN,
 			      &dp->cmaMin);
+	if (!ret)
+		ret = mlap2p_env_size("MLAP2P_CMA_MAX", 0, 1ULL << 40,
+				      DP_CMA_MAX, &dp->cmaMax);
 	if (ret)
 		return ret;
 	ret = mlap2p_env_size("MLAP2P_NT_MIN", 0, 1ULL << 40, DP_NT_MIN,
