@@ -1197,7 +1197,8 @@ static int xchg_body(struct job *j, int rank, struct mlap2p_comm *comm)
 }
 
 /*
- * MLAP2P_CMA=auto: exchanges from MLAP2P_CMA_MIN (32 KiB) on go by
+ * MLAP2P_CMA=auto, MLAP2P_CMA_MAX=0 (the default): every exchange through
+ * the FIFO.  With MLAP2P_CMA_MAX=8M, exchanges from MLAP2P_CMA_MIN (32 KiB) on go by
  * cross-memory attach on both links of both ranks, smaller ones through
  * the FIFO, whichever of send and receive is posted first; odd sizes
  * that end mid-page and mid-step (1 MiB + 13 is 9 steps of 128 KiB, the
@@ -1217,6 +1218,11 @@ TEST_F_TIMEOUT(solo, cma_auto_exchanges_agree, 120)
 	struct job j = { .n = 2, .cores = { 0, 4 }, .fn = xchg_body };
 	int can = cma_between_siblings();
 
+	/* By default (MLAP2P_CMA_MAX=0) auto takes the FIFO for all. */
+	a.direct = 0;
+	j.arg = &a;
+	EXPECT_EQ(0, job_run(&j, 50));
+	setenv("MLAP2P_CMA_MAX", "8M", 1);
 	for (a.recvFirst = 0; a.recvFirst < 2; a.recvFirst++) {
 		a.direct = can ? a.n : 0;
 		j.arg = &a;
@@ -1225,6 +1231,7 @@ TEST_F_TIMEOUT(solo, cma_auto_exchanges_agree, 120)
 	s.direct = 0;
 	j.arg = &s;
 	EXPECT_EQ(0, job_run(&j, 50));
+	unsetenv("MLAP2P_CMA_MAX");
 	/* Forced off: the FIFO for every size. */
 	setenv("MLAP2P_CMA", "0", 1);
 	a.direct = 0;
@@ -1234,7 +1241,7 @@ TEST_F_TIMEOUT(solo, cma_auto_exchanges_agree, 120)
 }
 
 /*
- * From MLAP2P_CMA_MAX (8 MiB) auto takes the FIFO even in an exchange
+ * From MLAP2P_CMA_MAX (here 8 MiB) auto takes the FIFO even in an exchange
  * (8 MiB, 9 MiB + 3; and one byte less goes by cross-memory attach);
  * MLAP2P_CMA=1 takes cross-memory attach for all, and MLAP2P_CMA_MAX=0
  * leaves auto none.  Every byte checked, both links of both ranks counted.
@@ -1246,6 +1253,7 @@ TEST_F_TIMEOUT(solo, cma_auto_exchanges_from_max_fifo, 180)
 	struct job j = { .n = 2, .cores = { 0, 4 }, .fn = xchg_body, .arg = &a };
 	int can = cma_between_siblings();
 
+	setenv("MLAP2P_CMA_MAX", "8M", 1);
 	a.direct = 0;
 	EXPECT_EQ(0, job_run(&j, 80));
 	b.direct = can;

@@ -19,10 +19,12 @@
  * (docs/performance.md, issue 19).  The rule reads nothing but this rank's
  * queues, and the sender follows the receiver's offer, so the two ends of a
  * link cannot disagree about a message; no message is spent on timing.
- * From cmaMax (8 MiB) on the FIFO again, exchange or not: there its
- * streaming copy-out (MLAP2P_NT_MIN) beat cross-memory attach's page by
- * page pinning in the exchanges docs/performance.md records, quiet and
- * loaded, and the two-copy ring with it.
+ * From cmaMax on the FIFO again, exchange or not.  cmaMax is 0 by
+ * default, so auto offers no address: measured on this AMD guest the
+ * FIFO beat this cross-memory attach path in exchanges too, 32 KiB to
+ * 64 MiB (docs/performance.md, issue 19: the sender's accept and the
+ * receiver's reads of the two directions do not overlap as vader's do).
+ * MLAP2P_CMA_MAX=8M turns the exchange rule on.
  */
 static int dp_cma_exchange(const struct dp_link *r)
 {
