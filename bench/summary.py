@@ -151,6 +151,29 @@ for b in sizes:
             worst_vader = (ratio, b)
 print()
 
+# Issue 19: the default (unregistered) path beside vader (CMA), size by
+# size: pingpong time ratio (<= 1 meets) and sendrecv bandwidth ratio
+# (>= 1 meets), both from this run.
+worst_sr = None
+if vader:
+    print("## Unregistered vs Open MPI vader, per size (issue 19)")
+    print("%10s %10s %10s" % ("bytes", "pp x vader", "sr x vader"))
+    for b in sizes:
+        u = un.get(("pingpong", b))
+        su = un.get(("sendrecv", b))
+        v = vader.get(("pingpong", b))
+        vs = vader.get(("sendrecv", b))
+        pr = u["lat_us"] / v if u and v else None
+        sr_ = su["algbw_gbps"] / (b / vs / 1e3) if su and vs else None
+        if sr_ is not None and (worst_sr is None or sr_ < worst_sr[0]):
+            worst_sr = (sr_, b)
+        print("%10d %10s %10s%s" % (
+            b, "%.2f" % pr if pr is not None else "-",
+            "%.2f" % sr_ if sr_ is not None else "-",
+            "   <- below vader" if (pr or 0) > 1.0 or
+            (sr_ is not None and sr_ < 1.0) else ""))
+    print()
+
 print("## Targets")
 # The latency target from mlap2p-perf -t latency: the library and the
 # cache-line ping-pong in alternating bursts between the same two
@@ -205,6 +228,10 @@ if worst_vader:
     print("slowest size vs Open MPI vader: %d B at %.2fx vader's latency (target <= 1x): %s" %
           (worst_vader[1], worst_vader[0],
            verdict("vader", worst_vader[0] <= 1.0)))
+if worst_sr:
+    print("lowest sendrecv size vs Open MPI vader: %d B at %.2fx vader's bandwidth (target >= 1x): %s" %
+          (worst_sr[1], worst_sr[0],
+           verdict("vader sendrecv", worst_sr[0] >= 1.0)))
 print()
 print("verdict: %d of %d targets met" % (sum(ok for _, ok in verdicts),
                                         len(verdicts)))

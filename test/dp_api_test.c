@@ -437,13 +437,15 @@ FIXTURE_VARIANT(pair) {
 	int registered;
 	int read;
 	int relay;
-	int cma;		/* 1: MLAP2P_CMA=0, 2: the ranks refuse it */
+	int cma;		/* 1: MLAP2P_CMA=0, 2: =1 and the ranks refuse
+				 * it, 3: MLAP2P_CMA=1 */
 };
 
 FIXTURE_VARIANT_ADD(pair, threads) { .threads = 1 };
 FIXTURE_VARIANT_ADD(pair, threads_registered) { .threads = 1, .registered = 1 };
 FIXTURE_VARIANT_ADD(pair, procs) { .threads = 0 };
 FIXTURE_VARIANT_ADD(pair, procs_no_cma) { .cma = 1 };
+FIXTURE_VARIANT_ADD(pair, procs_cma) { .cma = 3 };
 FIXTURE_VARIANT_ADD(pair, procs_cma_refused) { .cma = 2 };
 FIXTURE_VARIANT_ADD(pair, procs_registered) { .registered = 1 };
 FIXTURE_VARIANT_ADD(pair, procs_read) { .read = 1 };
@@ -459,16 +461,17 @@ FIXTURE_SETUP(pair)
 	self->j.threads = variant->threads;
 	self->a.registered = variant->registered;
 	self->a.refuse = variant->cma == 2;
-	if (variant->cma == 1)
-		setenv("MLAP2P_CMA", "0", 1);
+	if (variant->cma)
+		setenv("MLAP2P_CMA", variant->cma == 1 ? "0" : "1", 1);
 	/*
 	 * Threads share pointers; processes share registered buffers, and in
-	 * write mode a plain receive buffer by cross-memory attach where the
-	 * system allows it.  Relayed peers never get a plain buffer.
+	 * write mode with MLAP2P_CMA=1 a plain receive buffer by cross-memory
+	 * attach where the system allows it (auto takes the FIFO for these
+	 * one-way messages).  Relayed peers never get a plain buffer.
 	 */
 	self->a.expectDirect = variant->threads || variant->registered ||
 			       (!variant->read && !variant->relay &&
-				!variant->cma && cma_between_siblings());
+				variant->cma == 3 && cma_between_siblings());
 	if (variant->relay) {
 		/* 0 on core 0 and 1 on core 8 talk through rank 2 on core 4. */
 		self->j.n = 3;
@@ -1173,12 +1176,12 @@ TEST_F_TIMEOUT(solo, cma_only_from_min_size, 60)
 }
 
 /*
- * MLAP2P_CMA=auto (the default) times both ways before it picks one for
- * a size class: of the first six 64 KiB messages exactly three go by
- * cross-memory attach, alternating with the FIFO; with MLAP2P_CMA=1 all
- * six, with 0 none.  Where the system refuses cross-memory attach, none.
+ * MLAP2P_CMA=auto (the default) offers a plain receive buffer by address
+ * only in an exchange: one way (rank 0 to rank 1, blocking) every 64 KiB
+ * message goes through the FIFO; with MLAP2P_CMA=1 all six by cross-memory
+ * attach, with 0 none.  Both ends count the same.
  */
-TEST_F_TIMEOUT(solo, cma_auto_tries_both_ways, 90)
+TEST_F_TIMEOUT(solo, cma_auto_one_way_fifo, 90)
 {
 	struct cma_arg a = { .n = 6 };
 	struct job j = { .n = 2, .cores = { 0, 4 }, .fn = cma_body,
@@ -1187,7 +1190,7 @@ TEST_F_TIMEOUT(solo, cma_auto_tries_both_ways, 90)
 
 	for (i = 0; i < a.n; i++)
 		a.sizes[i] = 64 * KiB;
-	a.direct = can ? 3 : 0;
+	a.direct = 0;
 	EXPECT_EQ(0, job_run(&j, 25));
 	setenv("MLAP2P_CMA", "1", 1);
 	a.direct = can ? 6 : 0;
@@ -1199,26 +1202,150 @@ TEST_F_TIMEOUT(solo, cma_auto_tries_both_ways, 90)
 }
 
 /*
- * Messages into a region are single copies through its handle, which
- * tell auto nothing about either of its ways: after four of them, the
- * first three 64 KiB messages into a plain buffer still alternate,
- * cross-memory attach first (two of three; skipped where the system
- * refuses it).  Counting the regions' messages as FIFO times made all
- * three go by cross-memory attach.
+ * Exchanges: in each round both ranks send a message of the round's size
+ * to the other and receive one in a group (the send first, or with
+ * @recvFirst the receive), and check every byte.  Each rank then counts,
+ * on its send link and on its receive link, how many went by single copy:
+ * @direct of the @n on each, on both ranks.  A receiver that offers its
+ * address while the sender writes through the slots (or the other way
+ * round) shows as one end's count differing.
  */
-TEST_F_TIMEOUT(solo, cma_auto_ignores_regions, 60)
-{
-	struct cma_arg a = { .n = 7, .reg = 4 };
-	struct job j = { .n = 2, .cores = { 0, 4 }, .fn = cma_body,
-			 .arg = &a };
-	int i;
+struct xchg_arg {
+	size_t sizes[8];
+	int n;
+	int recvFirst;
+	int direct;
+};
 
-	if (!cma_between_siblings())
-		SKIP(return, "no cross-memory attach here: nothing to choose");
-	for (i = 0; i < a.n; i++)
-		a.sizes[i] = 64 * KiB;
-	a.direct = a.reg + 2;
+static int xchg_body(struct job *j, int rank, struct mlap2p_comm *comm)
+{
+	const struct xchg_arg *a = j->arg;
+	unsigned long long ops, direct;
+	int other = !rank, i, ret, l;
+	size_t max = 0;
+	unsigned char *sbuf, *rbuf;
+	static const char *const key[2][2] = {
+		{ "rank 0 -> 1", "rank 0 <- 1" },
+		{ "rank 1 -> 0", "rank 1 <- 0" },
+	};
+
+	for (i = 0; i < a->n; i++)
+		max = a->sizes[i] > max ? a->sizes[i] : max;
+	sbuf = malloc(max + 1);
+	rbuf = malloc(max + 1);
+	if (!sbuf || !rbuf)
+		return 100;
+	if (mlap2p_connect_peers(comm, 1, 1, &other, 1, &other))
+		return 101;
+	for (i = 0; i < a->n; i++) {
+		size_t n = a->sizes[i];
+
+		fill(sbuf, n, 2 * i + rank);
+		memset(rbuf, 0xee, max + 1);
+		ret = mlap2p_group_start();
+		if (!ret && !a->recvFirst)
+			ret = mlap2p_send(comm, sbuf, n, other);
+		if (!ret)
+			ret = mlap2p_recv(comm, rbuf, n, other);
+		if (!ret && a->recvFirst)
+			ret = mlap2p_send(comm, sbuf, n, other);
+		if (!ret)
+			ret = mlap2p_group_end();
+		if (ret)
+			return 102;
+		if (wrong(rbuf, n, 2 * i + other) || rbuf[n] != 0xee) {
+			fprintf(stderr, "# rank %d: %zu bytes arrived wrong\n",
+				rank, n);
+			return 103;
+		}
+	}
+	free(sbuf);
+	free(rbuf);
+	for (l = 0; l < 2; l++) {
+		if (t_link_counts(comm, key[rank][l], &ops, &direct))
+			return 104;
+		if (ops != (unsigned long long)a->n ||
+		    direct != (unsigned long long)a->direct) {
+			fprintf(stderr, "# %s: %llu of %llu ops single copy, want %d of %d\n",
+				key[rank][l], direct, ops, a->direct, a->n);
+			return 105;
+		}
+	}
+	return 0;
+}
+
+/*
+ * MLAP2P_CMA=auto, MLAP2P_CMA_MAX=0 (the default): every exchange through
+ * the FIFO.  With MLAP2P_CMA_MAX=8M, exchanges from MLAP2P_CMA_MIN (32 KiB) on go by
+ * cross-memory attach on both links of both ranks, smaller ones through
+ * the FIFO, whichever of send and receive is posted first; odd sizes
+ * that end mid-page and mid-step (1 MiB + 13 is 9 steps of 128 KiB, the
+ * receiver's first read 2 of them; 3 MiB + 1, 25 steps, 6 then 4 ...),
+ * and one step of 32 KiB exactly, which the sender may finish before its
+ * own receive makes the offer.  Where the system refuses cross-memory
+ * attach, none.
+ */
+TEST_F_TIMEOUT(solo, cma_auto_exchanges_agree, 120)
+{
+	struct xchg_arg a = {
+		.sizes = { 32 * KiB, 3 * MiB + 1, 128 * KiB + 7, MiB + 13,
+			   256 * KiB - 1, 40000 },
+		.n = 6,
+	};
+	struct xchg_arg s = { .sizes = { 32 * KiB - 1, 4097, 1, 0 }, .n = 4 };
+	struct job j = { .n = 2, .cores = { 0, 4 }, .fn = xchg_body };
+	int can = cma_between_siblings();
+
+	/* By default (MLAP2P_CMA_MAX=0) auto takes the FIFO for all. */
+	a.direct = 0;
+	j.arg = &a;
 	EXPECT_EQ(0, job_run(&j, 50));
+	setenv("MLAP2P_CMA_MAX", "8M", 1);
+	for (a.recvFirst = 0; a.recvFirst < 2; a.recvFirst++) {
+		a.direct = can ? a.n : 0;
+		j.arg = &a;
+		EXPECT_EQ(0, job_run(&j, 50)) TH_LOG("recvFirst %d", a.recvFirst);
+	}
+	s.direct = 0;
+	j.arg = &s;
+	EXPECT_EQ(0, job_run(&j, 50));
+	unsetenv("MLAP2P_CMA_MAX");
+	/* Forced off: the FIFO for every size. */
+	setenv("MLAP2P_CMA", "0", 1);
+	a.direct = 0;
+	j.arg = &a;
+	EXPECT_EQ(0, job_run(&j, 50));
+	unsetenv("MLAP2P_CMA");
+}
+
+/*
+ * From MLAP2P_CMA_MAX (here 8 MiB) auto takes the FIFO even in an exchange
+ * (8 MiB, 9 MiB + 3; and one byte less goes by cross-memory attach);
+ * MLAP2P_CMA=1 takes cross-memory attach for all, and MLAP2P_CMA_MAX=0
+ * leaves auto none.  Every byte checked, both links of both ranks counted.
+ */
+TEST_F_TIMEOUT(solo, cma_auto_exchanges_from_max_fifo, 180)
+{
+	struct xchg_arg a = { .sizes = { 8 * MiB, 9 * MiB + 3 }, .n = 2 };
+	struct xchg_arg b = { .sizes = { 8 * MiB - 1 }, .n = 1 };
+	struct job j = { .n = 2, .cores = { 0, 4 }, .fn = xchg_body, .arg = &a };
+	int can = cma_between_siblings();
+
+	setenv("MLAP2P_CMA_MAX", "8M", 1);
+	a.direct = 0;
+	EXPECT_EQ(0, job_run(&j, 80));
+	b.direct = can;
+	j.arg = &b;
+	EXPECT_EQ(0, job_run(&j, 80));
+	setenv("MLAP2P_CMA_MAX", "0", 1);
+	b.direct = 0;
+	EXPECT_EQ(0, job_run(&j, 80));
+	unsetenv("MLAP2P_CMA_MAX");
+	setenv("MLAP2P_CMA", "1", 1);
+	a.direct = can ? a.n : 0;
+	j.arg = &a;
+	EXPECT_EQ(0, job_run(&j, 80));
+	unsetenv("MLAP2P_CMA");
 }
 
 /* ---- MLAP2P_CMA, MLAP2P_CMA_MIN and MLAP2P_NT_MIN values --------------- */
@@ -1248,6 +1375,8 @@ TEST_F_TIMEOUT(solo, cma_settings_checked, 60)
 		{ "MLAP2P_CMA", "3", -EINVAL },
 		{ "MLAP2P_CMA_MIN", "64K", 0 }, { "MLAP2P_CMA_MIN", "0", 0 },
 		{ "MLAP2P_CMA_MIN", "lots", -EINVAL },
+		{ "MLAP2P_CMA_MAX", "16M", 0 }, { "MLAP2P_CMA_MAX", "0", 0 },
+		{ "MLAP2P_CMA_MAX", "huge", -EINVAL },
 		{ "MLAP2P_NT_MIN", "8M", 0 }, { "MLAP2P_NT_MIN", "0", 0 },
 		{ "MLAP2P_NT_MIN", "fast", -EINVAL },
 	};

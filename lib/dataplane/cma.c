@@ -7,61 +7,42 @@
 
 /* ---- single copy through the runtime ---- */
 
-static struct dp_cma_stat *dp_cma_stat(struct dp_link *k, size_t bytes)
-{
-	int b = 0;
-
-	while (b < DP_CMA_BUCKETS - 1 && bytes >= (64UL << 10) << b)
-		b++;
-	return &k->cmaStat[b];
-}
-
 /*
- * MLAP2P_CMA=auto: offer a plain receive buffer by address for a message
- * of @bytes?  Which of the FIFO and cross-memory attach is faster depends
- * on where the two processes run (which caches they share), which a
- * virtual machine does not tell, so each receive link finds out per size
- * class: DP_CMA_PROBES messages each way, alternating, then the faster
- * one, and the other again every DP_CMA_RECHECK messages in case the
- * processes moved.
+ * MLAP2P_CMA=auto: offer a plain receive buffer by address?  Yes while this
+ * rank is itself sending a message of cmaMin bytes or more, or sent one
+ * after this receive was posted (an exchange, a ring step): each core then copies the message it receives once, with the
+ * two directions overlapping, as Open MPI's vader does (the receiver reads
+ * each message with one process_vm_readv), where the FIFO would have each
+ * core copy twice.  One way, the FIFO's two copies pipeline across both
+ * cores and cost no system call per step: on this machine's AMD guest it
+ * beat cross-memory attach 2-3x one way, and by far more when loaded
+ * (docs/performance.md, issue 19).  The rule reads nothing but this rank's
+ * queues, and the sender follows the receiver's offer, so the two ends of a
+ * link cannot disagree about a message; no message is spent on timing.
+ * From cmaMax on the FIFO again, exchange or not.  cmaMax is 0 by
+ * default, so auto offers no address: measured on this AMD guest the
+ * FIFO beat this cross-memory attach path in exchanges too, 32 KiB to
+ * 64 MiB (docs/performance.md, issue 19: the sender's accept and the
+ * receiver's reads of the two directions do not overlap as vader's do).
+ * MLAP2P_CMA_MAX=8M turns the exchange rule on.
  */
-static int dp_cma_choose(struct dp_link *k, size_t bytes)
+static int dp_cma_exchange(const struct dp_link *r)
 {
-	struct dp_cma_stat *m = dp_cma_stat(k, bytes);
-	int faster;
+	const struct dp *dp = r->dp;
+	const struct mlap2p_request *req = r->qhead ? r->qhead->owner : NULL;
+	const struct dp_link *k;
+	const struct mlap2p_op *op;
 
-	if (m->n[0] < DP_CMA_PROBES || m->n[1] < DP_CMA_PROBES)
-		return m->n[1] <= m->n[0];
-	faster = m->nsPerByte[1] <= m->nsPerByte[0];
-	return ++m->msgs % DP_CMA_RECHECK ? faster : !faster;
-}
-
-/* The receive @op on @k is done: time it for dp_cma_choose(). */
-void dp_cma_record(struct dp_link *k, const struct mlap2p_op *op)
-{
-	struct dp_cma_stat *m = dp_cma_stat(k, op->bytes);
-	int way = op->offeredAddr ? 1 : 0;
-	uint64_t now;
-	double v;
-
-	if (op->senderStart <= MLAP2P_XCHG_TIME_ME ||
-	    (op->mode != MLAP2P_MODE_FIFO && op->mode != MLAP2P_MODE_WRITE))
-		return;	/* not timed, or refused: the slots carried it */
-	now = mlap2p_now_ns();
-	if (now <= op->senderStart)
-		return;
-	v = (double)(now - op->senderStart) / (double)op->bytes;
-	/* The first of each way pays for cold pages and caches. */
-	if (m->n[way]++ == 0)
-		return;
-	m->nsPerByte[way] = m->n[way] == 2 ? v :
-			    0.75 * m->nsPerByte[way] + 0.25 * v;
-	if (m->n[way] == DP_CMA_PROBES && m->n[!way] >= DP_CMA_PROBES)
-		INFO(NCCL_P2P, "rank %d <- %d: %zu-byte messages: %.2f GB/s through the FIFO, %.2f GB/s by cross-memory attach; %s",
-		     k->dp->comm->rank, k->l.peer, op->bytes,
-		     1.0 / m->nsPerByte[0], 1.0 / m->nsPerByte[1],
-		     m->nsPerByte[1] <= m->nsPerByte[0] ?
-		     "cross-memory attach" : "the FIFO");
+	/* A send that ended since this receive was posted overlapped it
+	 * (sent first in the same group, and done before our offer). */
+	if (req && dp->bigSendsDone != req->bigSendsDone)
+		return 1;
+	for (k = dp->active; k; k = k->activeNext)
+		for (op = k->qhead; op; op = op->next)
+			if (op->send && op->proto == NCCL_PROTO_SIMPLE &&
+			    op->bytes >= dp->cmaMin)
+				return 1;
+	return 0;
 }
 
 int dp_describe(void *arg, const void *buf, size_t bytes,
@@ -82,11 +63,8 @@ int dp_describe(void *arg, const void *buf, size_t bytes,
 	 * system call and handshake (docs/performance.md). */
 	if (!k->cma || bytes < k->dp->cmaMin)
 		return 0;
-	if (k->dp->cmaAuto) {
-		x->start = MLAP2P_XCHG_TIME_ME;	/* for dp_cma_record() */
-		if (!dp_cma_choose(k, bytes))
-			return 0;
-	}
+	if (k->dp->cmaAuto && (bytes >= k->dp->cmaMax || !dp_cma_exchange(k)))
+		return 0;
 	x->offset = (uintptr_t)buf;
 	return MLAP2P_DESCRIBE_ADDR;
 }

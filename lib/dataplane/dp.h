@@ -50,25 +50,12 @@
 #define DP_LL128_MAX		(4UL << 10)	/* then LL128 up to this */
 #define DP_CHUNK		(128UL << 10)	/* SIMPLE bytes per step */
 #define DP_CMA_MIN		(32UL << 10)	/* cross-memory attach from */
+#define DP_CMA_MAX		0		/* auto: below this only (none) */
 #define DP_NT_MIN		(8UL << 20)	/* streaming copy-out from */
-#define DP_CMA_BUCKETS		12		/* 32 KiB .. 64 MiB and up */
-#define DP_CMA_PROBES		3		/* messages each way first */
-#define DP_CMA_RECHECK		32		/* then the other now and then */
 #define DP_SMALL_MAX		MLAP2P_LL128_SMALL	/* dp_small() up to this */
 #define DP_PEER_TIMEOUT_MS	5000
 
 struct dp;
-
-/*
- * MLAP2P_CMA=auto: how fast messages of one size class moved through the
- * FIFO ([0]) and by cross-memory attach ([1]), as the receiver saw them:
- * from the sender taking the offer to the last byte in.
- */
-struct dp_cma_stat {
-	uint32_t n[2];			/* messages timed (not the first) */
-	uint32_t msgs;			/* chosen since both were known */
-	double nsPerByte[2];		/* moving average */
-};
 
 struct dp_link {
 	struct mlap2p_link l;
@@ -89,7 +76,6 @@ struct dp_link {
 	/* dp_small() takes LL messages of [0, llEnd) bytes and LL128 ones of
 	 * [ll128Beg, ll128End): dp_small_ranges() from dp_pick(). */
 	size_t llEnd, ll128Beg, ll128End;
-	struct dp_cma_stat cmaStat[DP_CMA_BUCKETS];
 };
 
 struct dp {
@@ -105,8 +91,10 @@ struct dp {
 	uint64_t llMax, ll128Max, chunk;
 	int noDirect;
 	int noCma;
-	int cmaAuto;			/* choose per size class by timing */
+	int cmaAuto;			/* offer addresses in exchanges only */
+	uint64_t bigSendsDone;		/* SIMPLE sends of cmaMin or more */
 	uint64_t cmaMin;		/* smaller messages: the FIFO */
+	uint64_t cmaMax;		/* auto: this and larger, the FIFO */
 	uint64_t ntMin;			/* link->ntMin */
 	int noPull;
 	long peerTimeoutMs, liveEveryMs;
@@ -123,6 +111,7 @@ struct mlap2p_request {
 	struct dp *dp;
 	int status;
 	int done;
+	uint64_t bigSendsDone;		/* dp's, when posted (MLAP2P_CMA=auto) */
 	struct mlap2p_request *groupNext;
 	/* A collective's request (lib/coll/): no op; waits call poll(ext),
 	 * which ends it with mlap2p_request_ext_done(). */
@@ -137,7 +126,6 @@ void dp_out(struct dp *dp);
 void dp_quiesce(struct dp *dp);
 
 /* cma.c */
-void dp_cma_record(struct dp_link *k, const struct mlap2p_op *op);
 int dp_describe(void *arg, const void *buf, size_t bytes,
 		struct mlap2p_xchg *x);
 int dp_net_reg(void *arg, const void *buf, size_t bytes);

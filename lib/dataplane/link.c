@@ -80,6 +80,9 @@ static int dp_params(struct dp *dp)
 	dp->cmaAuto = mode == 2;
 	ret = mlap2p_env_size("MLAP2P_CMA_MIN", 0, 1ULL << 40, DP_CMA_MIN,
 			      &dp->cmaMin);
+	if (!ret)
+		ret = mlap2p_env_size("MLAP2P_CMA_MAX", 0, 1ULL << 40,
+				      DP_CMA_MAX, &dp->cmaMax);
 	if (ret)
 		return ret;
 	ret = mlap2p_env_size("MLAP2P_NT_MIN", 0, 1ULL << 40, DP_NT_MIN,
@@ -199,8 +202,7 @@ void dp_small_ranges(struct dp *dp, struct dp_link *k)
  * Fault @k's FIFOs in now, in this process's mapping, without touching
  * their contents.  Otherwise each slot's first message pays for its pages
  * (a 32 KiB SIMPLE step took 23 us instead of 3 in this VM for the first
- * NCCL_STEPS messages), which MLAP2P_CMA=auto would take for the FIFO's
- * speed.  Best effort: older kernels and device mappings say no.
+ * NCCL_STEPS messages).  Best effort: older kernels and device mappings say no.
  */
 static void dp_prefault(const struct dp_link *k)
 {

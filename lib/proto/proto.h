@@ -68,8 +68,9 @@
  * x->split = first + 1 with release, before its first step's tail), and the
  * two ends take steps from either end of the message with a
  * compare-and-swap on x->claim: the sender steps 0, 1, ... (each written
- * by write_peer and signalled as usual), the receiver steps n-1, n-2, ...,
- * which it copies itself through link->read_peer.  When nothing is left
+ * by write_peer and signalled as usual), the receiver steps from n-1
+ * down, a quarter of those left at a time (one once fewer than 8 are
+ * left), each run in one link->read_peer call.  When nothing is left
  * to take, the sender releases *tail = first + n (the steps in between
  * were the receiver's) and drains: it returns once *head = first + n says
  * the receiver has finished reading (also when it took every step

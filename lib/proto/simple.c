@@ -148,26 +148,34 @@ static int simple_offer(struct mlap2p_op *op)
 }
 
 /*
- * Split: take the next step from the front (sender) or the back
- * (receiver) of the message.  Its index from the message's first step, or
- * -1 when every step is taken.
+ * Split: take the next steps from the front (sender: one, it hands each
+ * over through sizesFifo) or the back (receiver: a quarter of what is left,
+ * at least one, so a lone receiver reads a message in a few large
+ * process_vm_readv calls as Open MPI's vader does in one, and a sender that
+ * copies too still finds steps to take).  The index of the first step
+ * taken from the message's first, *@count of them; -1 when every step is
+ * taken.
  */
-static int64_t simple_take(struct mlap2p_op *op, int back)
+static int64_t simple_take(struct mlap2p_op *op, int back, uint64_t *count)
 {
 	uint64_t *claim = &simple_xchg(op->link->conn)->claim;
 	uint64_t c = __atomic_load_n(claim, __ATOMIC_ACQUIRE);
 
 	for (;;) {
-		uint64_t front = c & 0xffffffffU, tail = c >> 32;
+		uint64_t front = c & 0xffffffffU, tail = c >> 32, k = 1;
 
 		if (front + tail >= op->steps)
 			return -1;
+		if (back && op->steps - front - tail >= 8)
+			k = (op->steps - front - tail) / 4;
 		if (__atomic_compare_exchange_n(claim, &c,
-						c + (back ? 1ULL << 32 : 1),
+						c + (back ? k << 32 : 1),
 						false, __ATOMIC_ACQ_REL,
-						__ATOMIC_ACQUIRE))
-			return back ? (int64_t)(op->steps - 1 - tail) :
+						__ATOMIC_ACQUIRE)) {
+			*count = k;
+			return back ? (int64_t)(op->steps - tail - k) :
 				      (int64_t)front;
+		}
 	}
 }
 
@@ -281,6 +289,7 @@ static int simple_send_steps(struct mlap2p_op *op)
 	struct ncclConnInfo *conn = link->conn;
 	int *sizes = simple_sizes(conn);
 	int moved = 0;
+	uint64_t k;
 
 	while (op->left) {
 		uint64_t s = op->step;
@@ -291,7 +300,7 @@ static int simple_send_steps(struct mlap2p_op *op)
 			return -ECANCELED;	/* the receiver gave up */
 		if (!mlap2p_has_credit(link, s))
 			return moved ? MLAP2P_OP_MOVED : MLAP2P_OP_IDLE;
-		if (op->split && simple_take(op, 0) < 0) {
+		if (op->split && simple_take(op, 0, &k) < 0) {
 			/* nothing left: the receiver pulls the rest */
 			op->step = op->first + op->steps;
 			op->left = 0;
@@ -413,6 +422,7 @@ static int simple_recv_split(struct mlap2p_op *op)
 		uint64_t front = c & 0xffffffffU, s = op->step;
 		size_t n = mlap2p_min(op->bytes - op->off, op->perStep);
 		int copy = 0, size;
+		uint64_t k;
 		int64_t i;
 
 		if (s - op->first < front && mlap2p_has_data(link, s)) {
@@ -428,17 +438,17 @@ static int simple_recv_split(struct mlap2p_op *op)
 			copy = 1;
 		}
 		/* Pull before copying out of a slot: that keeps both busy. */
-		if (op->split > 1 && (i = simple_take(op, 1)) >= 0) {
+		if (op->split > 1 && (i = simple_take(op, 1, &k)) >= 0) {
 			size_t at = (size_t)i * op->perStep;
 			int ret;
 
 			ret = link->read_peer(link->arg, op->peerAddr + at,
 					      op->buf + at,
 					      mlap2p_min(op->bytes - at,
-							 op->perStep));
+							 k * op->perStep));
 			if (ret)
 				return ret;
-			op->left--;
+			op->left -= k;
 			return MLAP2P_OP_MOVED;	/* one copy per call */
 		}
 		if (copy) {
