@@ -219,8 +219,8 @@ static void dp_prefault(const struct dp_link *k)
 	}
 }
 
-/* The link to @peer, built on first use; @quiet: no WARN if unconnected. */
-/* The link of (@peer, @send) on the lowest connected channel. */
+/* The link of (@peer, @send) on the lowest connected channel, built on
+ * first use; @quiet: no WARN if unconnected. */
 struct dp_link *dp_link(struct dp *dp, int peer, int send, int *err,
 			int quiet)
 {

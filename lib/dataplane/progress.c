@@ -258,7 +258,7 @@ static int dp_watch(const struct dp *dp, const struct mlap2p_request *req,
 int dp_check(struct dp *dp)
 {
 	struct ncclComm *comm = dp->comm;
-	struct dp_link *k;
+	struct dp_link *k, *o;
 	int64_t now;
 	int failed = 0, c, i;
 
@@ -293,12 +293,9 @@ int dp_check(struct dp *dp)
 		mlap2p_comm_set_error(comm, -ECONNRESET);
 		dp_fail_link(k, -ECONNRESET);
 		/* Anything else queued for that rank fails too. */
-		for (c = 0; c < MAXCHANNELS; c++)
-			for (i = 0; i < 2 && dp->chan[c]; i++)
-				if (dp->chan[c][2 * peer + i] &&
-				    dp->chan[c][2 * peer + i] != k)
-					dp_fail_link(dp->chan[c][2 * peer + i],
-						     -ECONNRESET);
+		dp_for_each_link(dp, c, i, o)
+			if (o != k && o->l.peer == peer)
+				dp_fail_link(o, -ECONNRESET);
 		/* Last, so that it is the error the caller reads, after
 		 * what failing the ops had to say (dp_unland). */
 		if (ret == -ESRCH)

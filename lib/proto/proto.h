@@ -141,9 +141,7 @@ struct mlap2p_xchg {
 	uint64_t step;		/* first step of the message offered */
 	uint64_t bytes;		/* bytes reachable from offset */
 	uint64_t offset;	/* into the region named by ipc, or the address */
-	uint64_t start;		/* receiver: MLAP2P_XCHG_TIME_ME to time the
-				 * message; sender: then mlap2p_now_ns() when
-				 * it took the offer */
+	uint64_t start;		/* unused (MLAP2P_CMA=auto's timing was) */
 	uint8_t ipc[64];	/* the region's IPC handle */
 	uint64_t revoked;	/* receiver: step + 1, the address is withdrawn */
 	uint64_t revokeAck;	/* sender: step + 1, it writes there no more */
@@ -156,8 +154,6 @@ _Static_assert(MLAP2P_XCHG_OFFSET >= offsetof(struct ncclSendMem, ptrExchange) +
 	       CACHE_LINE_SIZE, "descriptor must not share ptrExchange's line");
 _Static_assert(MLAP2P_XCHG_OFFSET + sizeof(struct mlap2p_xchg) <= MEM_ALIGN,
 	       "descriptor must fit the header page");
-
-#define MLAP2P_XCHG_TIME_ME	1
 
 /* LL and LL128 line geometry. */
 #define MLAP2P_LL_LINE		16
@@ -261,8 +257,6 @@ struct mlap2p_op {
 	uint64_t steps;			/* payload steps of the message */
 	uint64_t copied;		/* split receiver: steps the slots
 					 * carried (refused by the peer) */
-	uint64_t senderStart;		/* receiver, when done: the sender's
-					 * xchg start, or 0 */
 };
 
 /* Per-protocol engines (lib/proto_ll.c, proto_ll128.c, proto_simple.c). */

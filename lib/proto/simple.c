@@ -102,7 +102,6 @@ int mlap2p_simple_start(struct mlap2p_op *op)
 	op->landed = 0;
 	op->split = 0;
 	op->copied = 0;
-	op->senderStart = 0;
 	op->steps = op->left;
 	op->state = conn->ptrExchange ? SIMPLE_XCHG : SIMPLE_STEPS;
 	if (op->send && op->bytes && !conn->ptrExchange && conn->ptrsFifo &&
@@ -235,10 +234,6 @@ static int simple_accept(struct mlap2p_op *op)
 		op->peerBuf = ptr;
 		op->mode = op->send ? MLAP2P_MODE_WRITE : MLAP2P_MODE_READ;
 	}
-	/* When the data starts to move, if the receiver times the
-	 * message (its tail acquires order it, as every step's data). */
-	if (op->send && __atomic_load_n(&x->start, __ATOMIC_RELAXED))
-		__atomic_store_n(&x->start, mlap2p_now_ns(), __ATOMIC_RELAXED);
 	if (val != MLAP2P_XCHG_ADDR)
 		__atomic_store_n(px, NULL, __ATOMIC_RELEASE);
 	op->state = SIMPLE_STEPS;
@@ -511,17 +506,6 @@ static int simple_recv_steps(struct mlap2p_op *op)
 	return MLAP2P_OP_DONE;
 }
 
-/* Receiver: the steps, and when done when the sender started. */
-static int simple_recv(struct mlap2p_op *op)
-{
-	int ret = simple_recv_steps(op);
-
-	if (ret == MLAP2P_OP_DONE && op->link->conn->ptrExchange)
-		op->senderStart = __atomic_load_n(
-			&simple_xchg(op->link->conn)->start, __ATOMIC_RELAXED);
-	return ret;
-}
-
 int mlap2p_simple_progress(struct mlap2p_op *op)
 {
 	int ret;
@@ -531,10 +515,10 @@ int mlap2p_simple_progress(struct mlap2p_op *op)
 		ret = simple_provider(op) ? simple_offer(op) : simple_accept(op);
 		if (ret != MLAP2P_OP_MOVED)
 			return ret;
-		ret = op->send ? simple_send_steps(op) : simple_recv(op);
+		ret = op->send ? simple_send_steps(op) : simple_recv_steps(op);
 		return ret == MLAP2P_OP_IDLE ? MLAP2P_OP_MOVED : ret;
 	case SIMPLE_STEPS:
-		return op->send ? simple_send_steps(op) : simple_recv(op);
+		return op->send ? simple_send_steps(op) : simple_recv_steps(op);
 	case SIMPLE_DRAIN:
 		/* Read mode and split: the receiver copies from our buffer
 		 * until *head catches up with the last step; NETPTR: the proxy
