@@ -90,6 +90,7 @@ static struct nc_comm *nc_alloc(int nranks, int rank, int core,
 	c->blocking = 1;
 	c->refs = 1;
 	c->next = 1;		/* ticket 0: the init */
+	c->asym = nc_fence_asym();
 	memcpy(&c->id, id, sizeof(c->id));
 	pthread_mutex_init(&c->tlock, NULL);
 	pthread_cond_init(&c->tcond, NULL);
@@ -446,9 +447,10 @@ NC_EXPORT ncclResult_t pncclCommAbort(ncclComm_t comm)
 	if (!c)
 		return nc_fail(NULL, -EINVAL, "ncclCommAbort: invalid communicator");
 	nc_join_init(c);
-	__atomic_store_n(&c->aborted, 1, __ATOMIC_SEQ_CST);
+	__atomic_store_n(&c->aborted, 1, __ATOMIC_RELAXED);
+	nc_fence_heavy(c);	/* aborted, then inflight: see nc_enter */
 	m = __atomic_load_n(&c->comm, __ATOMIC_ACQUIRE);
-	if (m && __atomic_load_n(&c->inflight, __ATOMIC_SEQ_CST))
+	if (m && __atomic_load_n(&c->inflight, __ATOMIC_ACQUIRE))
 		mlap2p_comm_interrupt(m);
 	/* The interrupted call returns within a wait's poll. */
 	while (__atomic_load_n(&c->inflight, __ATOMIC_ACQUIRE))

@@ -85,7 +85,9 @@ struct nc_comm {
 	uint64_t serving;		/* atomic: ticket allowed to run */
 	int waiters;			/* atomic: threads asleep on tcond */
 	int aborted;			/* atomic */
-	int inflight;			/* atomic: threads running its work */
+	int inflight;			/* atomic: 1 while the turn's holder runs
+					 * work (nc_enter to nc_leave) */
+	int asym;			/* nc_fence_light/heavy may use membarrier */
 	pthread_mutex_t tlock;
 	pthread_cond_t tcond;
 
@@ -113,13 +115,56 @@ struct nc_batch {
 /* What a stream runs: batches run together, or a host function. */
 struct nc_item {
 	struct nc_item *next;
-	int64_t postedNs;	/* CLOCK_MONOTONIC, set by nc_stream_post */
-	int packed;		/* b and its ops share this allocation */
+	int64_t seenNs;		/* CLOCK_MONOTONIC: the worker first saw it */
+	int packed;		/* a struct nc_one: b and its op inside */
 	int nb;
 	struct nc_batch *b;
 	int (*fn)(void *arg);
 	void *arg;
 };
+
+/* One operation of one communicator, the item a call on a stream posts,
+ * in one allocation; a stream keeps a few of them for reuse. */
+struct nc_one {
+	struct nc_item it;
+	struct nc_batch b;
+	struct nc_op op;
+};
+
+/*
+ * Fences for the two handshakes every call passes (run.c): the turn
+ * holder's inflight against an abort's aborted, and serving against a
+ * thread about to sleep on tcond (waiters).  Each is a Dekker pair: one
+ * side stores then loads what the other stores then loads.  The side
+ * every call takes uses nc_fence_light(); the rare side (an abort, a
+ * thread going to sleep) uses nc_fence_heavy().  With c->asym (membarrier(2)
+ * registered, MLAP2P_MEMBARRIER not 0) the light fence is only a compiler
+ * barrier and the heavy one MEMBARRIER_CMD_PRIVATE_EXPEDITED, which runs a
+ * full barrier on every thread of the process; else both are full fences.
+ */
+static inline void nc_fence_full(void)
+{
+#ifdef __SANITIZE_THREAD__
+	/* TSan refuses fences (it checks races, not orderings): a locked
+	 * instruction orders the same on x86. */
+	static __thread int word;
+
+	__atomic_fetch_add(&word, 0, __ATOMIC_SEQ_CST);
+#else
+	__atomic_thread_fence(__ATOMIC_SEQ_CST);
+#endif
+}
+
+static inline void nc_fence_light(const struct nc_comm *c)
+{
+	if (c->asym)
+		__atomic_signal_fence(__ATOMIC_SEQ_CST);
+	else
+		nc_fence_full();
+}
+void nc_fence_heavy(const struct nc_comm *c);
+/* Whether this process can use the asymmetric fences (registers it). */
+int nc_fence_asym(void);
 
 /* lib/nccl/nccl.c */
 void nc_get(struct nc_comm *c);
@@ -131,6 +176,9 @@ void nc_item_free(struct nc_item *it);
 
 /* lib/nccl/stream.c: queue @it (its batches take their tickets now). */
 int nc_stream_post(struct mlap2p_stream *s, struct nc_item *it);
+/* Queue @o of @c (taking a reference on @c), in a reused struct nc_one. */
+int nc_stream_post_op(struct mlap2p_stream *s, struct nc_comm *c,
+		      const struct nc_op *o);
 
 /* lib/nccl/interrupt.c */
 void mlap2p_comm_interrupt(struct mlap2p_comm *comm);

@@ -11,6 +11,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <linux/membarrier.h>
+#include <sys/syscall.h>
 
 #include "mlap2p/dataplane.h"
 #include "mlap2p/stream.h"
@@ -19,6 +21,50 @@
 #include "dataplane/dataplane.h"
 #include "topo.h"
 #include "nc.h"
+
+/* ------------------------------------------------------------------ */
+/* Fences (nc.h)                                                      */
+/* ------------------------------------------------------------------ */
+
+static int nc_membarrier(int cmd)
+{
+	return (int)syscall(__NR_membarrier, cmd, 0, 0);
+}
+
+int nc_fence_asym(void)
+{
+	const char *v = getenv("MLAP2P_MEMBARRIER");
+	int cmds;
+
+	if (v && !strcmp(v, "0"))
+		return 0;
+	cmds = nc_membarrier(MEMBARRIER_CMD_QUERY);
+	if (cmds < 0 || !(cmds & MEMBARRIER_CMD_PRIVATE_EXPEDITED) ||
+	    !(cmds & MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED))
+		return 0;
+	/* Per process, and idempotent: each communicator asks again (a
+	 * child of fork(2) makes its own). */
+	return !nc_membarrier(MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED);
+}
+
+void nc_fence_heavy(const struct nc_comm *c)
+{
+	if (!c->asym) {
+		nc_fence_full();
+		return;
+	}
+	/* Registered when @c was made, so only a transient -ENOMEM can
+	 * fail it (membarrier(2)); a full fence here would not match the
+	 * other side's compiler barrier, so wait for memory instead. */
+	while (nc_membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED)) {
+		if (errno != ENOMEM && errno != EINTR) {
+			fprintf(stderr, "libmlap2p: membarrier(PRIVATE_EXPEDITED): %s\n",
+				mlap2p_strerror(-errno));
+			abort();
+		}
+		usleep(1000);
+	}
+}
 
 /* ------------------------------------------------------------------ */
 /* Tickets                                                            */
@@ -35,17 +81,19 @@ void nc_turn_wait(struct nc_comm *c, uint64_t t)
 			sched_yield();
 	}
 	pthread_mutex_lock(&c->tlock);
-	__atomic_add_fetch(&c->waiters, 1, __ATOMIC_SEQ_CST);
-	while (__atomic_load_n(&c->serving, __ATOMIC_SEQ_CST) != t)
+	__atomic_add_fetch(&c->waiters, 1, __ATOMIC_RELAXED);
+	nc_fence_heavy(c);	/* waiters, then serving: see nc_turn_done */
+	while (__atomic_load_n(&c->serving, __ATOMIC_ACQUIRE) != t)
 		pthread_cond_wait(&c->tcond, &c->tlock);
-	__atomic_sub_fetch(&c->waiters, 1, __ATOMIC_SEQ_CST);
+	__atomic_sub_fetch(&c->waiters, 1, __ATOMIC_RELAXED);
 	pthread_mutex_unlock(&c->tlock);
 }
 
 void nc_turn_done(struct nc_comm *c, uint64_t t)
 {
-	__atomic_store_n(&c->serving, t + 1, __ATOMIC_SEQ_CST);
-	if (__atomic_load_n(&c->waiters, __ATOMIC_SEQ_CST)) {
+	__atomic_store_n(&c->serving, t + 1, __ATOMIC_RELEASE);
+	nc_fence_light(c);	/* serving, then waiters */
+	if (__atomic_load_n(&c->waiters, __ATOMIC_RELAXED)) {
 		pthread_mutex_lock(&c->tlock);
 		pthread_cond_broadcast(&c->tcond);
 		pthread_mutex_unlock(&c->tlock);
@@ -58,29 +106,31 @@ uint64_t nc_ticket(struct nc_comm *c)
 }
 
 /*
- * Enter the communicator to run work: 0, or why not (aborted, failed).
- * Lock-free (it is on every call's path): inflight and aborted are both
- * sequentially consistent, so either abort sees us inside or we see it.
+ * Enter the communicator to run work, holding the turn: 0, or why not
+ * (aborted, failed).  inflight, then aborted: ncclCommAbort stores them
+ * the other way round with a heavy fence between, so either it sees us
+ * inside or we see it.
  */
 int nc_enter(struct nc_comm *c)
 {
 	int err;
 
-	__atomic_add_fetch(&c->inflight, 1, __ATOMIC_SEQ_CST);
-	if (__atomic_load_n(&c->aborted, __ATOMIC_SEQ_CST))
+	__atomic_store_n(&c->inflight, 1, __ATOMIC_RELAXED);
+	nc_fence_light(c);
+	if (__atomic_load_n(&c->aborted, __ATOMIC_RELAXED))
 		err = -ECANCELED;
 	else if ((err = __atomic_load_n(&c->initErr, __ATOMIC_ACQUIRE)))
 		;
 	else
 		err = __atomic_load_n(&c->asyncErr, __ATOMIC_ACQUIRE);
 	if (err)
-		__atomic_sub_fetch(&c->inflight, 1, __ATOMIC_RELEASE);
+		__atomic_store_n(&c->inflight, 0, __ATOMIC_RELEASE);
 	return err;
 }
 
 void nc_leave(struct nc_comm *c)
 {
-	__atomic_sub_fetch(&c->inflight, 1, __ATOMIC_RELEASE);
+	__atomic_store_n(&c->inflight, 0, __ATOMIC_RELEASE);
 }
 
 void nc_get(struct nc_comm *c)
@@ -598,36 +648,13 @@ static ncclResult_t nc_post(ncclComm_t comm, struct nc_op *o,
 		b.ticket = nc_ticket(c);
 		err = nc_run_batches(&b, 1, 0);
 		return err ? mlap2p_nccl_result(err) : ncclSuccess;
-	} else {
-		/* One allocation: the item, its batch and the op. */
-		struct nc_packed {
-			struct nc_item it;
-			struct nc_batch b;
-			struct nc_op op;
-		} *p = malloc(sizeof(*p));
-		struct nc_item *it;
-
-		if (!p)
-			return nc_fail(c, -ENOMEM, "%s: out of memory", name);
-		memset(&p->it, 0, sizeof(p->it));
-		memset(&p->b, 0, sizeof(p->b));
-		it = &p->it;
-		it->packed = 1;
-		it->b = &p->b;
-		it->nb = 1;
-		p->op = *o;
-		p->b.ops = &p->op;
-		p->b.nops = 1;
-		p->b.c = c;
-		nc_get(c);
-		err = nc_stream_post(s, it);
-		if (err) {
-			nc_item_free(it);
-			return nc_fail(c, err, "%s: the stream is being destroyed",
-				       name);
-		}
-		return ncclSuccess;
 	}
+	err = nc_stream_post_op(s, c, o);
+	if (err == -ENOMEM)
+		return nc_fail(c, err, "%s: out of memory", name);
+	if (err)
+		return nc_fail(c, err, "%s: the stream is being destroyed", name);
+	return ncclSuccess;
 }
 
 NC_EXPORT ncclResult_t pncclAllReduce(const void *sendbuff, void *recvbuff,

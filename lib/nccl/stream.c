@@ -14,10 +14,13 @@
 #include <sched.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 #include "mlap2p/stream.h"
 #include "nc.h"
+
+#define STREAM_CACHE	8
 
 struct mlap2p_stream {
 	pthread_mutex_t lock;
@@ -29,7 +32,10 @@ struct mlap2p_stream {
 	int sleeping;			/* worker waits: 1 a while, 2 for a post */
 	int waiters;			/* threads waiting on idle */
 	int err;			/* first error since synchronize */
-	int busy;			/* atomic: items queued or running */
+	int busy;			/* items queued or running (written
+					 * under lock, read without) */
+	int ncache;
+	struct nc_one *cache[STREAM_CACHE];	/* done items to reuse */
 	pthread_t thread;
 };
 
@@ -57,17 +63,29 @@ static void stream_exec(struct mlap2p_stream *s, struct nc_item *it)
 {
 	int err;
 
+	struct nc_one *one = NULL;
+
 	pthread_mutex_unlock(&s->lock);
 	if (it->fn)
 		err = it->fn(it->arg);
 	else
 		err = nc_run_batches(it->b, it->nb, 1);
-	nc_item_free(it);
+	if (it->packed) {
+		one = (struct nc_one *)it;
+		nc_put(one->b.c);
+	} else {
+		nc_item_free(it);
+	}
 	pthread_mutex_lock(&s->lock);
+	if (one && s->ncache < STREAM_CACHE)
+		s->cache[s->ncache++] = one;
+	else
+		free(one);
 	if (err && !s->err)
 		s->err = err < 0 ? err : -EIO;
 	__atomic_store_n(&s->running, 0, __ATOMIC_RELAXED);
-	__atomic_sub_fetch(&s->busy, 1, __ATOMIC_RELEASE);
+	__atomic_store_n(&s->busy, __atomic_load_n(&s->busy, __ATOMIC_RELAXED) - 1,
+			 __ATOMIC_RELEASE);
 	if (s->waiters)
 		pthread_cond_broadcast(&s->idle);
 	if (s->sleeping && s->stop)
@@ -86,15 +104,20 @@ static int64_t stream_now_ns(void)
  * The worker.  A post and a synchronize right after it should cost what
  * the blocking call does: no wake-up (a futex call, and a context switch
  * on the CPU the caller runs on).  So the worker leaves an item alone for
- * STREAM_GRACE_NS after its post (a synchronize in that time runs it on
- * the caller's thread), and while the stream is busy it does not sleep
- * for good but looks again every STREAM_TICK_NS; a post needs to wake it
- * only after STREAM_IDLE_NS without work.  Work that nobody synchronizes
- * starts within about STREAM_TICK_NS.
+ * STREAM_GRACE_NS after it first sees it (a synchronize in that time runs
+ * it on the caller's thread), and while the stream is busy it does not
+ * sleep for good but looks again every tick; a post needs to wake it only
+ * after STREAM_IDLE_NS without work.  The tick starts at STREAM_TICK_NS
+ * and doubles, up to STREAM_TICK_MAX_NS, each time the worker looks and
+ * finds nothing left to it (a caller that synchronizes runs its own work,
+ * and a worker waking 10,000 times a second on its CPU slows that work
+ * by a fifth); it drops back when the worker runs an item itself.  Work
+ * that nobody synchronizes starts within a tick and the grace.
  */
-#define STREAM_GRACE_NS	20000
-#define STREAM_TICK_NS	100000
-#define STREAM_IDLE_NS	10000000
+#define STREAM_GRACE_NS		20000
+#define STREAM_TICK_NS		100000
+#define STREAM_TICK_MAX_NS	2000000
+#define STREAM_IDLE_NS		10000000
 
 static void stream_timedwait(struct mlap2p_stream *s, int64_t ns)
 {
@@ -112,22 +135,29 @@ static void stream_timedwait(struct mlap2p_stream *s, int64_t ns)
 static void *stream_main(void *arg)
 {
 	struct mlap2p_stream *s = arg;
-	int64_t active = stream_now_ns(), now, age;
+	int64_t active = stream_now_ns(), now, age, tick = STREAM_TICK_NS;
 
 	pthread_mutex_lock(&s->lock);
 	for (;;) {
 		now = stream_now_ns();
 		if (s->head && !s->running) {
-			age = now - s->head->postedNs;
+			/* The grace runs from when the worker first sees an
+			 * item: a post need not read the clock. */
+			if (!s->head->seenNs)
+				s->head->seenNs = now;
+			age = now - s->head->seenNs;
 			active = now;
-			if (age >= STREAM_GRACE_NS || s->stop)
+			if (age >= STREAM_GRACE_NS || s->stop) {
+				tick = STREAM_TICK_NS;
 				stream_exec(s, stream_take(s));
-			else
+			} else
 				stream_timedwait(s, STREAM_GRACE_NS - age);
 		} else if (s->stop && !s->head && !s->running) {
 			break;
 		} else if (s->head || now - active < STREAM_IDLE_NS) {
-			stream_timedwait(s, STREAM_TICK_NS);
+			stream_timedwait(s, tick);
+			if (!s->head && tick < STREAM_TICK_MAX_NS)
+				tick *= 2;
 		} else {
 			s->sleeping = 2;	/* a post must wake us */
 			pthread_cond_wait(&s->work, &s->lock);
@@ -169,29 +199,64 @@ NC_EXPORT int mlap2p_stream_create(struct mlap2p_stream **out)
 	return 0;
 }
 
-int nc_stream_post(struct mlap2p_stream *s, struct nc_item *it)
+/* Called with s->lock held: queue @it, its batches taking their tickets. */
+static void stream_queue(struct mlap2p_stream *s, struct nc_item *it)
 {
 	int i;
 
 	it->next = NULL;
-	it->postedNs = stream_now_ns();
-	pthread_mutex_lock(&s->lock);
-	if (s->stop) {
-		pthread_mutex_unlock(&s->lock);
-		return -EINVAL;
-	}
+	it->seenNs = 0;
 	/* Tickets in queue order (see nc.h). */
 	for (i = 0; i < it->nb; i++)
-		it->b[i].ticket = __atomic_fetch_add(&it->b[i].c->next, 1,
-						     __ATOMIC_ACQ_REL);
+		it->b[i].ticket = nc_ticket(it->b[i].c);
 	if (s->tail)
 		s->tail->next = it;
 	else
 		s->head = it;
 	s->tail = it;
-	__atomic_add_fetch(&s->busy, 1, __ATOMIC_RELEASE);
+	__atomic_store_n(&s->busy, __atomic_load_n(&s->busy, __ATOMIC_RELAXED) + 1,
+			 __ATOMIC_RELEASE);
 	if (s->sleeping == 2)
 		pthread_cond_signal(&s->work);
+}
+
+int nc_stream_post(struct mlap2p_stream *s, struct nc_item *it)
+{
+	pthread_mutex_lock(&s->lock);
+	if (s->stop) {
+		pthread_mutex_unlock(&s->lock);
+		return -EINVAL;
+	}
+	stream_queue(s, it);
+	pthread_mutex_unlock(&s->lock);
+	return 0;
+}
+
+int nc_stream_post_op(struct mlap2p_stream *s, struct nc_comm *c,
+		      const struct nc_op *o)
+{
+	struct nc_one *p;
+
+	pthread_mutex_lock(&s->lock);
+	if (s->stop) {
+		pthread_mutex_unlock(&s->lock);
+		return -EINVAL;
+	}
+	p = s->ncache ? s->cache[--s->ncache] : malloc(sizeof(*p));
+	if (!p) {
+		pthread_mutex_unlock(&s->lock);
+		return -ENOMEM;
+	}
+	memset(p, 0, sizeof(*p));
+	p->it.packed = 1;
+	p->it.b = &p->b;
+	p->it.nb = 1;
+	p->op = *o;
+	p->b.ops = &p->op;
+	p->b.nops = 1;
+	p->b.c = c;
+	nc_get(c);
+	stream_queue(s, &p->it);
 	pthread_mutex_unlock(&s->lock);
 	return 0;
 }
@@ -271,6 +336,8 @@ NC_EXPORT int mlap2p_stream_destroy(struct mlap2p_stream *s)
 	pthread_mutex_unlock(&s->lock);
 	pthread_join(s->thread, NULL);
 	err = s->err;
+	while (s->ncache)
+		free(s->cache[--s->ncache]);
 	pthread_cond_destroy(&s->idle);
 	pthread_cond_destroy(&s->work);
 	pthread_mutex_destroy(&s->lock);
