@@ -151,24 +151,53 @@ static int pick_algo(struct cop *o)
 	return c->n == 2 && bytes <= c->oneshotMax ? ALGO_ONESHOT : ALGO_RING;
 }
 
+/* The 2-rank one-shot's data goes in a second message: which, or 0. */
+static int fast_split(struct cop *o)
+{
+	struct coll *c = o->c;
+	size_t bytes = o->count * o->es;
+	int p;
+
+	if (oneshot_inline(o) || bytes > FAST_MAX ||
+	    (o->op == MLAP2P_AVG && is_float(o->dtype)))
+		return 0;
+	p = mlap2p_proto_for(c->api, bytes);
+	if (p != MLAP2P_PROTO_LL && p != MLAP2P_PROTO_LL128)
+		return 0;
+	if (!c->fast)
+		c->fast = malloc(FAST_MAX);	/* once per communicator */
+	return c->fast != NULL;
+}
+
 /*
- * The 8-byte path: a blocking 2-rank one-shot all-reduce whose header
- * carries the data, over the data plane's latency path (blocking LL
- * send, then receive).  1 done (*ret says how), 0 not taken.
+ * The small-message path: a blocking 2-rank one-shot all-reduce over the
+ * data plane's latency path.  Up to INLINE_MAX bytes the header carries
+ * the data; up to FAST_MAX (while LL or LL128 carries it) the data follows
+ * the header at once, from the caller's buffer, rather than after the
+ * preamble's round trip.  Ranks whose headers differ then fail with the
+ * data message unread: a failed collective leaves the communicator
+ * unusable anyway.  1 done (*ret says how), 0 not taken.
  */
 static int fast_allreduce(struct cop *o, int *ret)
 {
 	struct coll *c = o->c;
-	int p, op;
+	size_t bytes = o->count * o->es;
+	const void *a, *b;
+	int p, op, split;
 
-	if (c->n != 2 || o->algo != ALGO_ONESHOT || !oneshot_inline(o))
+	if (c->n != 2 || o->algo != ALGO_ONESHOT)
 		return 0;
 	p = mlap2p_proto_for(c->api, HDR_BYTES);
 	if (p != MLAP2P_PROTO_LL && p != MLAP2P_PROTO_LL128)
 		return 0;	/* a SIMPLE send would wait for the receive */
+	split = fast_split(o);
+	if (!split && !oneshot_inline(o))
+		return 0;
 	o->hop = 0;
 	pre_fill(o);
 	*ret = mlap2p_send(c->api, o->smsg, HDR_BYTES, c->next);
+	if (!*ret && split)
+		*ret = mlap2p_send(c->api, o->in, bytes, c->next);
 	if (!*ret)
 		*ret = mlap2p_recv(c->api, o->rmsg, HDR_BYTES, c->prev);
 	if (*ret) {
@@ -185,10 +214,20 @@ static int fast_allreduce(struct cop *o, int *ret)
 		*ret = mismatch(o);
 		return 1;
 	}
+	if (split) {
+		*ret = mlap2p_recv(c->api, c->fast, bytes, c->prev);
+		if (*ret) {
+			*ret = fail(o, *ret);
+			return 1;
+		}
+		a = c->rank ? c->fast : o->in;
+		b = c->rank ? o->in : c->fast;
+	} else {
+		a = c->rank ? &o->rmsg[2] : &o->smsg[2];
+		b = c->rank ? &o->smsg[2] : &o->rmsg[2];
+	}
 	if (o->count) {
-		const void *a = c->rank ? &o->rmsg[2] : &o->smsg[2];
-		const void *b = c->rank ? &o->smsg[2] : &o->rmsg[2];
-
+		/* In rank order, as oneshot_finish (dst may be an input). */
 		op = o->op == MLAP2P_AVG ? MLAP2P_SUM : o->op;
 		mlap2p_reduce2(o->out, a, b, o->count, o->dtype, op);
 		finalize(o, o->out, o->count);

@@ -69,6 +69,8 @@ enum {
 #define HDR_BYTES	32	/* every first message */
 #define STAT_BYTES	64	/* preamble hops 1..n-2 */
 #define INLINE_MAX	16	/* data bytes a 2-rank header carries */
+#define FAST_MAX	4096	/* the 2-rank one-shot's data sent right
+				 * after its header (api.c) */
 #define NSLOTS		4	/* scratch receive slots */
 #define WIN		8	/* requests in flight per direction */
 #define DEF_CHUNK	(2UL << 20)
@@ -92,6 +94,7 @@ struct coll {
 	int allPeers;			/* every pair connected */
 	char *scratch;
 	size_t scratchBytes;
+	void *fast;			/* FAST_MAX bytes: the peer's data */
 	int scratchMem;			/* from mlap2p_mem_alloc */
 	long peerTimeoutMs;
 	uint32_t spinYield;		/* idle passes before sched_yield() */

@@ -83,6 +83,7 @@ static void coll_free(struct ncclComm *comm)
 		free(nb);
 	}
 	free(c->orphans);
+	free(c->fast);
 	if (c->scratch && !c->scratchMem)
 		free(c->scratch);
 	/* A region from mlap2p_mem_alloc goes with the runtime. */
