@@ -731,6 +731,10 @@ static void usage(FILE *f)
 "      --nccl[=null|stream]  collectives through <nccl.h>: on the NULL\n"
 "                        stream, or posted to a stream and synchronized\n"
 "                        after each call (what the stream costs)\n"
+"      --pair            with --nccl: each size as 31 alternating bursts of\n"
+"                        the mlap2p_* call and the <nccl.h> call in the\n"
+"                        same processes (-i calls a burst; default an\n"
+"                        eighth of the usual), their times and ratio\n"
 "  -h, --help\n");
 }
 
@@ -748,7 +752,7 @@ static void parse(int argc, char **argv)
 		{ "netns", 1, NULL, 'N' }, { "hostnames", 1, NULL, 'H' },
 		{ "datatype", 1, NULL, 'd' }, { "op", 1, NULL, 'o' },
 		{ "root", 1, NULL, 'r' }, { "nccl", 2, NULL, 'X' },
-		{ NULL, 0, NULL, 0 },
+		{ "pair", 0, NULL, 'Q' }, { NULL, 0, NULL, 0 },
 	};
 	int c;
 
@@ -824,6 +828,7 @@ static void parse(int argc, char **argv)
 			else
 				die("--nccl takes null or stream, not '%s'", optarg);
 			break;
+		case 'Q': o.pair = 1; break;
 		case 'h': usage(stdout); exit(0);
 		default: usage(stderr); exit(2);
 		}
@@ -836,6 +841,8 @@ static void parse(int argc, char **argv)
 		die("--nranks must be 2..%d", MAX_RANKS);
 	if (o.nccl && !(o.tests & TEST_COLL))
 		die("--nccl drives the collective tests (-t allreduce ...)");
+	if (o.pair && !o.nccl)
+		die("--pair compares the two APIs: give --nccl or --nccl=stream");
 	if (o.root < 0 || o.root >= o.nranks)
 		die("--root must be a rank, 0..%d", o.nranks - 1);
 	if (o.threads && (o.nnetns || o.nhosts))

@@ -434,9 +434,10 @@ static int call_nccl(struct bufs b, size_t count)
 	return 0;
 }
 
-static int call(struct mlap2p_comm *comm, struct bufs b, size_t count)
+static int call_as(struct mlap2p_comm *comm, struct bufs b, size_t count,
+		   int nccl)
 {
-	if (o.nccl)
+	if (nccl)
 		return call_nccl(b, count);
 	switch (o.coll) {
 	case COLL_ALLREDUCE:
@@ -454,6 +455,11 @@ static int call(struct mlap2p_comm *comm, struct bufs b, size_t count)
 	default:
 		return mlap2p_all_to_all(comm, b.s, b.r, count, o.dtype);
 	}
+}
+
+static int call(struct mlap2p_comm *comm, struct bufs b, size_t count)
+{
+	return call_as(comm, b, count, o.nccl);
 }
 
 #define CCHECK(what, ret)						\
@@ -523,6 +529,64 @@ static int run_variant(struct mlap2p_comm *comm, int rank,
 	return 0;
 }
 
+#define PAIR_BURSTS	31
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/*
+ * --pair: alternating bursts of @iters calls through mlap2p_* and through
+ * <nccl.h> (o.nccl's stream), out of place, in the same processes, so a
+ * change of the machine's state between runs moves both alike.  Rank 0's
+ * own times (the ranks of a collective move in lockstep): medians, and
+ * the median and middle half of the bursts' ratios.
+ */
+static int run_pair(struct mlap2p_comm *comm, int rank, unsigned char *sbuf,
+		    unsigned char *rbuf, size_t bytes, size_t count,
+		    int iters, struct row *r)
+{
+	struct bufs b = args_for(sbuf, rbuf, rank, count, 0);
+	double t[2][PAIR_BURSTS], q[PAIR_BURSTS], t0;
+	struct data d;
+	int k, v, i, ret;
+
+	setup_data(&d, bytes, 0);
+	fill_input(&d, b, rank, count);
+	for (k = 0; k < PAIR_BURSTS; k++) {
+		for (v = 0; v < 2; v++) {
+			barrier();
+			for (i = 0; i < o.warmup; i++) {
+				ret = call_as(comm, b, count, v ? o.nccl : 0);
+				CCHECK("warm-up", ret);
+			}
+			t0 = now_us();
+			for (i = 0; i < iters; i++) {
+				ret = call_as(comm, b, count, v ? o.nccl : 0);
+				CCHECK(v ? "<nccl.h>" : "mlap2p_*", ret);
+			}
+			t[v][k] = (now_us() - t0) / iters;
+		}
+		q[k] = t[1][k] / t[0][k];
+	}
+	barrier();
+	if (rank)
+		return 0;
+	qsort(t[0], PAIR_BURSTS, sizeof(double), cmp_double);
+	qsort(t[1], PAIR_BURSTS, sizeof(double), cmp_double);
+	qsort(q, PAIR_BURSTS, sizeof(double), cmp_double);
+	r->baseUsec = t[0][PAIR_BURSTS / 2];
+	r->usec = t[1][PAIR_BURSTS / 2];
+	r->ratio = q[PAIR_BURSTS / 2];
+	r->lo = q[PAIR_BURSTS / 4];
+	r->hi = q[PAIR_BURSTS - 1 - PAIR_BURSTS / 4];
+	r->ipUsec = -1;
+	return 0;
+}
+
 int coll_run(struct mlap2p_comm *comm, int rank)
 {
 	size_t ts = dt()->size, blk = (size_t)blocks(o.coll) * ts, b;
@@ -538,6 +602,25 @@ int coll_run(struct mlap2p_comm *comm, int rank)
 		double us = 0, ipus = -1;
 		long w = 0, ipw = -1;
 
+		if (o.pair) {
+			ret = run_pair(comm, rank, sbuf, rbuf, bytes, count,
+				       o.iters ? iters : iters / 8 + 1, r);
+			if (ret)
+				break;
+			if (rank == 0) {
+				r->test = TEST_COLL;
+				r->proto = -1;
+				r->bytes = bytes;
+				r->count = count;
+				r->iters = o.iters ? iters : iters / 8 + 1;
+				if (sh->nrows < MAX_SIZES)
+					sh->nrows++;
+			}
+			barrier();
+			if (b == o.maxBytes)
+				break;
+			continue;
+		}
 		ret = run_variant(comm, rank, sbuf, rbuf, bytes, count, 0,
 				  iters, &us, &w);
 		if (!ret && o.coll != COLL_ALLTOALL)
@@ -585,10 +668,38 @@ static int root_val(void)
 	return has_root(o.coll) ? o.root : -1;
 }
 
+static void pair_print(void)
+{
+	int i;
+
+	printf("#\n# %s: %s, %d ranks, out of place; %d alternating bursts per size\n",
+	       collNames[o.coll], dt()->name, o.nranks, PAIR_BURSTS);
+	printf("# of mlap2p_* and <nccl.h> (%s) calls in the same processes;\n",
+	       o.nccl == 2 ? "posted to a stream, then synchronized" :
+	       "NULL stream");
+	printf("# times: rank 0's medians; ratio: median of the bursts' <nccl.h> / mlap2p_*\n");
+	printf("# %10s %12s %7s %10s %10s %8s %17s\n", "size", "count", "iters",
+	       "mlap2p", "nccl", "ratio", "middle half");
+	printf("# %10s %12s %7s %10s %10s %8s %17s\n", "(B)", "(elements)", "",
+	       "(us)", "(us)", "", "");
+	for (i = 0; i < sh->nrows; i++) {
+		const struct row *r = &sh->rows[i];
+
+		printf("  %10zu %12zu %7d %10.3f %10.3f %8.3f    %6.3f - %6.3f\n",
+		       r->bytes, r->count, r->iters, r->baseUsec, r->usec,
+		       r->ratio, r->lo, r->hi);
+	}
+}
+
 void coll_print(void)
 {
 	double sum = 0;
 	int i, nbw = 0;
+
+	if (o.pair) {
+		pair_print();
+		return;
+	}
 
 	printf("#\n# %s: %s, %d ranks; algbw = %s / time, busbw = algbw x %.3f\n",
 	       collNames[o.coll], dt()->name, o.nranks,

@@ -27,6 +27,7 @@ struct opts {
 	int tests;
 	int coll, dtype, op, root;	/* TEST_COLL: -t, -d, -o, -r */
 	int nccl;			/* --nccl: 1 NULL stream, 2 a stream */
+	int pair;			/* --pair: mlap2p_* and <nccl.h> bursts */
 	int nranks;
 	int threads;
 	size_t minBytes, maxBytes;
@@ -52,8 +53,11 @@ struct row {
 	double usec;		/* per message: one-way (pingpong) or exchange;
 				 * a collective: out of place, slowest rank */
 	long wrong;
-	double baseUsec;	/* latency: the cache-line ping-pong's one-way */
-	double ratio;		/* latency: median of the bursts' usec / base */
+	double baseUsec;	/* latency: the cache-line ping-pong's one-way;
+				 * --pair: the mlap2p_* call's time */
+	double ratio;		/* latency: median of the bursts' usec / base;
+				 * --pair: of the bursts' <nccl.h> / mlap2p_* */
+	double lo, hi;		/* --pair: the middle half of those ratios */
 	/* TEST_COLL */
 	size_t count;		/* the count argument (per rank for AG/RS/A2A) */
 	double ipUsec;		/* in place */
