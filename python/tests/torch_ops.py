@@ -305,12 +305,18 @@ def test_p2p_barrier(c, rank, n, gloo):
         w1.wait()
     c.equal(got, torch.arange(1 << 20, dtype=torch.float32) + prv,
             "isend/irecv 4 MiB")
-    # barrier: nobody leaves before the last arrives
-    t0 = time.monotonic()
+    # barrier: nobody leaves before the late rank has entered it.  The
+    # ranks share one host's clock, so each compares the time it left with
+    # the time rank n-1 entered (a start timed on each rank would depend on
+    # how far apart the ranks came out of the previous step).
     if rank == n - 1:
         time.sleep(0.3)
+    entered = time.time()
     dist.barrier()
-    c.ok(time.monotonic() - t0 >= 0.25, "barrier waited for the late rank")
+    left = time.time()
+    late = torch.tensor([entered], dtype=torch.float64)
+    dist.broadcast(late, n - 1)
+    c.ok(left >= late.item(), "barrier waited for the late rank")
     c.say("send/recv every dtype, isend/irecv, barrier")
 
 
