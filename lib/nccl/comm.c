@@ -539,59 +539,151 @@ NC_EXPORT struct mlap2p_comm *mlap2p_nccl_comm(ncclComm_t comm)
 	return c ? __atomic_load_n(&c->comm, __ATOMIC_ACQUIRE) : NULL;
 }
 
-NC_EXPORT ncclResult_t pncclCommSplit(ncclComm_t comm, int color, int key,
-				      ncclComm_t *newcomm,
-				      ncclConfig_t *config)
+/* A split holding ticket @g->ticket of its parent: g->child, g->err. */
+static void nc_split_run(struct nc_gsplit *g)
 {
-	struct nc_comm *c = nc_of(comm), *nc;
+	struct nc_comm *c = g->c, *nc;
 	struct mlap2p_comm *child = NULL;
-	int core = -1, blocking = 1, err;
-	uint64_t t;
+	int err;
 
-	if (!c || !newcomm || color < NCCL_SPLIT_NOCOLOR)
-		return nc_fail(c, -EINVAL, "ncclCommSplit: invalid arguments (color %d)",
-			       color);
-	*newcomm = NULL;
-	/* NCCL lets one thread split several ranks inside a group; here a
-	 * split blocks, so that would hang: refuse it. */
-	if (nc_grp.depth)
-		return nc_fail(c, -EOPNOTSUPP,
-			       "ncclCommSplit: not supported inside a group");
-	if (config) {
-		if (config->magic != 0xcafebeef ||
-		    config->size < offsetof(ncclConfig_t, mlap2pCore))
-			return nc_fail(c, -EINVAL,
-				       "ncclCommSplit: config not initialized with NCCL_CONFIG_INITIALIZER");
-		if (config->blocking != NCCL_CONFIG_UNDEF_INT)
-			blocking = config->blocking != 0;
-		if (config->size >= offsetof(ncclConfig_t, mlap2pCore) +
-		    sizeof(int) && config->mlap2pCore >= 0)
-			core = config->mlap2pCore;
-	}
-	/* A call of its own on the parent: after everything posted. */
-	t = nc_ticket(c);
-	nc_turn_wait(c, t);
+	g->child = NULL;
+	nc_turn_wait(c, g->ticket);
 	err = nc_enter(c);
 	if (!err) {
-		err = mlap2p_comm_split(c->comm, color, key, core, &child);
+		err = mlap2p_comm_split(c->comm, g->color, g->key, g->core,
+					&child);
 		nc_leave(c);
 	}
-	nc_turn_done(c, t);
-	if (err)
-		return nc_lib_fail(c, "ncclCommSplit", err);
-	if (!child)
-		return ncclSuccess;	/* NCCL_SPLIT_NOCOLOR */
+	nc_turn_done(c, g->ticket);
+	g->err = err;
+	if (err || !child)
+		return;		/* NCCL_SPLIT_NOCOLOR: no child */
 	nc = nc_alloc(mlap2p_comm_count(child), mlap2p_comm_rank(child),
 		      mlap2p_comm_core(child), &(ncclUniqueId){ { 0 } });
 	if (!nc) {
 		mlap2p_comm_destroy(child);
-		return nc_fail(c, -ENOMEM, "ncclCommSplit: out of memory");
+		g->err = -ENOMEM;
+		return;
 	}
-	nc->blocking = blocking;
+	nc->blocking = g->blocking;
 	nc->comm = child;
 	nc->initDone = 1;
 	nc->serving = 1;
-	*newcomm = (ncclComm_t)(void *)nc;
+	g->child = nc;
+}
+
+static void *nc_split_thread(void *arg)
+{
+	nc_split_run(arg);
+	return NULL;
+}
+
+/*
+ * The splits one thread recorded in a group, each on its own thread (a
+ * split waits for the parent's other ranks, which may be this thread's
+ * too), their tickets taken in call order first.  Children made together
+ * form a clique, so this thread can destroy them one after the other.
+ */
+ncclResult_t nc_split_many(struct nc_gsplit *g, int n)
+{
+	pthread_t *tid = calloc((size_t)n, sizeof(*tid));
+	struct nc_comm **kids = calloc((size_t)n, sizeof(*kids));
+	ncclResult_t res = ncclSuccess;
+	int i, started, nk = 0;
+
+	if (!tid || !kids) {
+		free(kids);
+		free(tid);
+		return nc_fail(NULL, -ENOMEM, "ncclGroupEnd: out of memory");
+	}
+	for (i = 0; i < n; i++)
+		g[i].ticket = nc_ticket(g[i].c);
+	for (started = 0; started < n; started++)
+		if (pthread_create(&tid[started], NULL, nc_split_thread,
+				   &g[started]))
+			break;
+	/* Splits no thread could take run here, in order (a split whose
+	 * peers are this thread's then fails by the bootstrap timeout). */
+	for (i = started; i < n; i++)
+		nc_split_run(&g[i]);
+	for (i = 0; i < started; i++)
+		pthread_join(tid[i], NULL);
+	for (i = 0; i < n; i++) {
+		if (g[i].err && res == ncclSuccess)
+			res = nc_lib_fail(g[i].c, "ncclCommSplit", g[i].err);
+		if (g[i].child)
+			kids[nk++] = g[i].child;
+		*g[i].out = (ncclComm_t)(void *)g[i].child;
+	}
+	if (nk > 1 && !nc_clique_new(kids, nk) && res == ncclSuccess)
+		res = nc_fail(NULL, -ENOMEM, "ncclGroupEnd: out of memory");
+	free(kids);
+	free(tid);
+	return res;
+}
+
+/* ncclCommSplit's arguments into @g (but its key). */
+static ncclResult_t nc_split_args(struct nc_comm *c, int color,
+				  ncclComm_t *newcomm, ncclConfig_t *config,
+				  struct nc_gsplit *g)
+{
+	if (!c || !newcomm || color < NCCL_SPLIT_NOCOLOR)
+		return nc_fail(c, -EINVAL, "ncclCommSplit: invalid arguments (color %d)",
+			       color);
+	*newcomm = NULL;
+	g->c = c;
+	g->color = color;
+	g->core = -1;
+	g->blocking = 1;
+	g->out = newcomm;
+	if (!config)
+		return ncclSuccess;
+	if (config->magic != 0xcafebeef ||
+	    config->size < offsetof(ncclConfig_t, mlap2pCore))
+		return nc_fail(c, -EINVAL,
+			       "ncclCommSplit: config not initialized with NCCL_CONFIG_INITIALIZER");
+	if (config->blocking != NCCL_CONFIG_UNDEF_INT)
+		g->blocking = config->blocking != 0;
+	if (config->size >= offsetof(ncclConfig_t, mlap2pCore) +
+	    sizeof(int) && config->mlap2pCore >= 0)
+		g->core = config->mlap2pCore;
+	return ncclSuccess;
+}
+
+NC_EXPORT ncclResult_t pncclCommSplit(ncclComm_t comm, int color, int key,
+				      ncclComm_t *newcomm,
+				      ncclConfig_t *config)
+{
+	struct nc_comm *c = nc_of(comm);
+	struct nc_gsplit g = { 0 };
+	ncclResult_t res;
+
+	res = nc_split_args(c, color, newcomm, config, &g);
+	if (res != ncclSuccess) {
+		/* A bad call fails its group as a whole (as nc_post's). */
+		if (nc_grp.depth && nc_grp.err == ncclSuccess)
+			nc_grp.err = res;
+		return res;
+	}
+	g.key = key;
+	/* In a group (one thread splitting several ranks): at its end. */
+	if (nc_grp.depth) {
+		if (nc_grow((void **)&nc_grp.splits, &nc_grp.splitCap,
+			    nc_grp.nsplit + 1, sizeof(*nc_grp.splits))) {
+			res = nc_fail(c, -ENOMEM, "ncclCommSplit: out of memory");
+			if (nc_grp.err == ncclSuccess)
+				nc_grp.err = res;
+			return res;
+		}
+		nc_grp.splits[nc_grp.nsplit++] = g;
+		return ncclSuccess;
+	}
+	/* A call of its own on the parent: after everything posted. */
+	g.ticket = nc_ticket(c);
+	nc_split_run(&g);
+	if (g.err)
+		return nc_lib_fail(c, "ncclCommSplit", g.err);
+	*newcomm = (ncclComm_t)(void *)g.child;
 	return ncclSuccess;
 }
 NC_ALIAS(ncclCommSplit);

@@ -210,6 +210,16 @@ struct nc_gop {
 	struct nc_op op;
 };
 
+/* An ncclCommSplit recorded in a group: run at its end (comm.c). */
+struct nc_gsplit {
+	struct nc_comm *c;
+	int color, key, core, blocking;
+	ncclComm_t *out;
+	uint64_t ticket;
+	struct nc_comm *child;
+	int err;
+};
+
 struct nc_group {
 	int depth;
 	int err;			/* first ncclResult_t of the group */
@@ -217,7 +227,12 @@ struct nc_group {
 	int n, cap;
 	struct nc_comm **inits;
 	int ninit, initCap;
+	struct nc_gsplit *splits;
+	int nsplit, splitCap;
 };
+
+/* Run the group's splits together; the first error's ncclResult_t. */
+ncclResult_t nc_split_many(struct nc_gsplit *g, int n);
 /* The calling thread's group (nccl.c). */
 extern __thread struct nc_group nc_grp;
 

@@ -195,6 +195,7 @@ static void nc_group_reset(void)
 {
 	free(nc_grp.ops);
 	free(nc_grp.inits);
+	free(nc_grp.splits);
 	memset(&nc_grp, 0, sizeof(nc_grp));
 }
 
@@ -262,6 +263,8 @@ NC_EXPORT ncclResult_t pncclGroupEnd(void)
 			res = nc_fail(NULL, err, "ncclGroupEnd: ncclCommInitRank: %s",
 				      mlap2p_strerror(err));
 	}
+	if (res == ncclSuccess && nc_grp.nsplit)
+		res = nc_split_many(nc_grp.splits, nc_grp.nsplit);
 	for (i = 0; res == ncclSuccess && i < nc_grp.n; i++) {
 		struct mlap2p_stream *s = nc_grp.ops[i].s;
 		struct nc_item *it;

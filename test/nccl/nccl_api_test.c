@@ -193,11 +193,39 @@ static void test_comms(void)
 	       ncclRecv(buf, 4, (ncclDataType_t)12, 1, comms[0], NULL));
 	NCCLEQ(ncclInvalidArgument, ncclGroupEnd());
 
-	/* Usage: a split inside a group (it would block the group). */
+	/* One thread splits both ranks in a group (each split waits for the
+	 * other rank): the children exist at the group's end, rank by key. */
+	{
+		ncclComm_t kid[2] = { NULL, NULL };
+		float in[2][3] = { { 1, 2, 3 }, { 10, 20, 30 } }, out[2][3];
+		int j, r;
+
+		NCCLCHECK(ncclGroupStart());
+		NCCLCHECK(ncclCommSplit(comms[0], 5, 1, &kid[0], NULL));
+		NCCLCHECK(ncclCommSplit(comms[1], 5, 0, &kid[1], NULL));
+		CHECK(kid[0] == NULL && kid[1] == NULL);
+		NCCLCHECK(ncclGroupEnd());
+		CHECK(kid[0] && kid[1]);
+		NCCLCHECK(ncclCommUserRank(kid[0], &r));
+		CHECK(r == 1);
+		NCCLCHECK(ncclCommUserRank(kid[1], &r));
+		CHECK(r == 0);
+		NCCLCHECK(ncclGroupStart());
+		for (j = 0; j < 2; j++)
+			NCCLCHECK(ncclAllReduce(in[j], out[j], 3, ncclFloat,
+						ncclSum, kid[j], NULL));
+		NCCLCHECK(ncclGroupEnd());
+		for (j = 0; j < 2; j++)
+			CHECK(out[j][0] == 11 && out[j][1] == 22 &&
+			      out[j][2] == 33);
+		/* One after the other from this thread, as NCCL programs do. */
+		NCCLCHECK(ncclCommDestroy(kid[0]));
+		NCCLCHECK(ncclCommDestroy(kid[1]));
+	}
+	/* A group whose split has a bad argument fails before it runs. */
 	NCCLCHECK(ncclGroupStart());
-	NCCLEQ(ncclInvalidUsage, ncclCommSplit(comms[0], 0, 0, &c, NULL));
-	last_is(comms[0], "ncclCommSplit: not supported inside a group");
-	NCCLCHECK(ncclGroupEnd());
+	NCCLEQ(ncclInvalidArgument, ncclCommSplit(comms[0], -2, 0, &c, NULL));
+	NCCLEQ(ncclInvalidArgument, ncclGroupEnd());
 
 	/* PreMulSum operators: per communicator, typed. */
 	NCCLCHECK(ncclRedOpCreatePreMulSum(&op, &f, ncclFloat,
