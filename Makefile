@@ -51,7 +51,8 @@ deps:
 
 checkpatch: ksft
 	$(B)/ksft/scripts/checkpatch.pl --no-tree --strict --terse -f \
-		$(wildcard kmod/*.c kmod/*.h) uapi/linux/mlap2p.h common/mlap2p_topo.c common/mlap2p_topo.h
+		$(wildcard kmod/*.c kmod/*.h) uapi/linux/mlap2p.h common/mlap2p_stats.h common/mlap2p_topo.c \
+		common/mlap2p_topo.h
 
 check: deps
 	$(MAKE) all

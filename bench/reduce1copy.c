@@ -22,59 +22,18 @@
  */
 #define _GNU_SOURCE
 #include <emmintrin.h>
-#include <sched.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
-#include <sys/mman.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
+
+#include "pair.h"
 
 struct sync {
 	uint64_t arrive[2] __attribute__((aligned(128)));
 	uint64_t pad[14];
 };
-
-static size_t parse_size(const char *s)
-{
-	char *end;
-	double v = strtod(s, &end);
-
-	if (*end == 'K' || *end == 'k')
-		v *= 1024;
-	else if (*end == 'M' || *end == 'm')
-		v *= 1024 * 1024;
-	else if (*end == 'G' || *end == 'g')
-		v *= 1024.0 * 1024 * 1024;
-	return (size_t)v;
-}
-
-static void pin(int cpu)
-{
-	cpu_set_t set;
-
-	CPU_ZERO(&set);
-	CPU_SET(cpu, &set);
-	if (sched_setaffinity(0, sizeof(set), &set))
-		perror("sched_setaffinity");
-}
-
-static double now_s(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
-static int cmp(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-
-	return x < y ? -1 : x > y;
-}
 
 /* Both ranks at call k: each publishes k and waits for the other's. */
 static void meet(struct sync *s, int rank, uint64_t k)
@@ -127,7 +86,7 @@ int main(int argc, char **argv)
 
 	while ((c = getopt(argc, argv, "s:i:r:nc:h")) != -1) {
 		switch (c) {
-		case 's': size = parse_size(optarg); break;
+		case 's': size = pair_parse_size(optarg); break;
 		case 'i': iters = atol(optarg); break;
 		case 'r': repeats = atol(optarg); break;
 		case 'n': alt = 1; break;
@@ -145,23 +104,20 @@ int main(int argc, char **argv)
 	half = n / 2;
 	if (!n || repeats < 1 || repeats > 64 || iters < 1)
 		return 2;
-	s = mmap(NULL, sizeof(*s), PROT_READ | PROT_WRITE,
-		 MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-	if (s == MAP_FAILED)
+	s = pair_shared(sizeof(*s));
+	if (!s)
 		return 1;
 	for (c = 0; c < 2; c++) {
-		a[c] = mmap(NULL, size, PROT_READ | PROT_WRITE,
-			    MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-		o[c] = mmap(NULL, size, PROT_READ | PROT_WRITE,
-			    MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-		if (a[c] == MAP_FAILED || o[c] == MAP_FAILED)
+		a[c] = pair_shared(size);
+		o[c] = pair_shared(size);
+		if (!a[c] || !o[c])
 			return 1;
 	}
 	pid = fork();
 	if (pid < 0)
 		return 1;
 	rank = pid == 0;
-	pin(rank ? cpu1 : cpu0);
+	pair_pin(rank ? cpu1 : cpu0);
 	/* each rank writes its own input (first touch on its side) */
 	for (i = 0; i < (long)n; i++)
 		a[rank][i] = (float)(rank + 1) * (float)(i & 1023);
@@ -174,7 +130,7 @@ int main(int argc, char **argv)
 
 			meet(s, rank, ++k);
 			if (i == 0)
-				t0 = now_s();
+				t0 = pair_now_s();
 			if (streaming)
 				reduce_nt(o[0] + lo, o[1] + lo, a[0] + lo,
 					  a[1] + lo, half);
@@ -183,7 +139,7 @@ int main(int argc, char **argv)
 					     a[1] + lo, half);
 		}
 		meet(s, rank, ++k);
-		t = (now_s() - t0) / iters;
+		t = (pair_now_s() - t0) / iters;
 		if (rank)
 			continue;
 		if (streaming)
@@ -204,11 +160,6 @@ int main(int argc, char **argv)
 		fprintf(stderr, "reduce1copy: wrong sums\n");
 		return 1;
 	}
-	qsort(res, nres, sizeof(res[0]), cmp);
-	printf("reduce1copy_gbps %.3f\n", size / res[0] / 1e9);
-	if (nnt) {
-		qsort(nt, nnt, sizeof(nt[0]), cmp);
-		printf("reduce1copy_nt_gbps %.3f\n", size / nt[0] / 1e9);
-	}
+	pair_report("reduce1copy", size, res, nres, nt, nnt);
 	return 0;
 }

@@ -26,20 +26,18 @@
  * Prints each repeat and "ring2copy_gbps <best>" (SIZE / time of the
  * fastest repeat, as mlap2p-perf's sendrecv algbw; best-of-repeats on
  * both sides of every comparison).  -n: every second repeat copies out
- * with streaming stores (lib/copy.c), and "ring2copy_nt_gbps <best>" of
+ * with streaming stores (lib/proto/copy.c), and "ring2copy_nt_gbps <best>" of
  * those follows: the two kinds side by side in one process lifetime.
  */
 #define _GNU_SOURCE
-#include <sched.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
+#include "pair.h"
 #include "proto/copy.h"
 
 #define SLOTS 8
@@ -52,45 +50,6 @@ struct ring {
 
 static size_t chunk = 512 << 10;
 static int streaming;		/* this repeat copies out around the caches */
-
-static size_t parse_size(const char *s)
-{
-	char *end;
-	double v = strtod(s, &end);
-
-	if (*end == 'K' || *end == 'k')
-		v *= 1024;
-	else if (*end == 'M' || *end == 'm')
-		v *= 1024 * 1024;
-	else if (*end == 'G' || *end == 'g')
-		v *= 1024.0 * 1024 * 1024;
-	return (size_t)v;
-}
-
-static void pin(int cpu)
-{
-	cpu_set_t set;
-
-	CPU_ZERO(&set);
-	CPU_SET(cpu, &set);
-	if (sched_setaffinity(0, sizeof(set), &set))
-		perror("sched_setaffinity");
-}
-
-static double now_s(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
-static int cmp(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-
-	return x < y ? -1 : x > y;
-}
 
 /* Per process and direction: where this message stands. */
 struct side {
@@ -253,8 +212,8 @@ int main(int argc, char **argv)
 
 	while ((c = getopt(argc, argv, "s:k:i:r:uanc:h")) != -1) {
 		switch (c) {
-		case 's': size = parse_size(optarg); break;
-		case 'k': chunk = parse_size(optarg); break;
+		case 's': size = pair_parse_size(optarg); break;
+		case 'k': chunk = pair_parse_size(optarg); break;
 		case 'i': iters = atol(optarg); break;
 		case 'r': repeats = atol(optarg); break;
 		case 'u': uni = 1; break;
@@ -275,11 +234,9 @@ int main(int argc, char **argv)
 	if (ared)	/* whole floats, two halves of whole floats */
 		size &= ~(2 * sizeof(float) - 1);
 	ringBytes = sizeof(struct ring) + SLOTS * chunk;
-	ab = mmap(NULL, ringBytes, PROT_READ | PROT_WRITE,
-		  MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-	ba = mmap(NULL, ringBytes, PROT_READ | PROT_WRITE,
-		  MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-	if (ab == MAP_FAILED || ba == MAP_FAILED || pipe(pfd))
+	ab = pair_shared(ringBytes);
+	ba = pair_shared(ringBytes);
+	if (!ab || !ba || pipe(pfd))
 		return 1;
 	pid = fork();
 	if (pid < 0)
@@ -301,7 +258,7 @@ int main(int argc, char **argv)
 		if (ared)
 			for (i = 0; i < (long)(size / sizeof(float)); i++)
 				((float *)sbuf)[i] = rank + 1;	/* sum: 3 */
-		pin(rank ? cpu1 : cpu0);
+		pair_pin(rank ? cpu1 : cpu0);
 		for (r = 0; r < repeats; r++) {
 			double t0 = 0, t;
 
@@ -316,7 +273,7 @@ int main(int argc, char **argv)
 			}
 			for (i = -1; i < iters; i++) {	/* one warm-up */
 				if (i == 0)
-					t0 = now_s();
+					t0 = pair_now_s();
 				if (ared)
 					allreduce(&a);
 				else if (uni && rank)
@@ -325,7 +282,7 @@ int main(int argc, char **argv)
 					exchange(&out, uni ? NULL : &in);
 			}
 			if (!rank) {
-				t = (now_s() - t0) / iters;
+				t = (pair_now_s() - t0) / iters;
 				if (streaming)
 					nt[nnt++] = t;
 				else
@@ -359,11 +316,6 @@ int main(int argc, char **argv)
 		fprintf(stderr, "ring2copy: rank 1 failed\n");
 		return 1;
 	}
-	qsort(res, nres, sizeof(res[0]), cmp);
-	printf("ring2copy_gbps %.3f\n", size / res[0] / 1e9);
-	if (nnt) {
-		qsort(nt, nnt, sizeof(nt[0]), cmp);
-		printf("ring2copy_nt_gbps %.3f\n", size / nt[0] / 1e9);
-	}
+	pair_report("ring2copy", size, res, nres, nt, nnt);
 	return 0;
 }

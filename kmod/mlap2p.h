@@ -150,6 +150,7 @@ struct mlap2p_file {
  * Counters, protected by mlap2p_lock.  live_* are current values; the rest
  * count events since load.  allocs/frees count owner handles (MEM_ALLOC,
  * MEM_FREE or the owner's file closing), opens/closes imported handles.
+ * Each field has its line in common/mlap2p_stats.h.
  */
 struct mlap2p_stats {
 	u64 live_regions;
@@ -168,13 +169,14 @@ struct mlap2p_stats {
 };
 
 /*
- * The list of the counters (region.c), one entry per field of struct
- * mlap2p_stats in its order (a build-time check counts them): the field,
- * its file in /sys/class/misc/mlap2p/ if @sysfs, and the MLAP2P_A_STAT_*
- * attribute GET_STATS carries it in, or 0.  main.c makes the sysfs files
- * and genl.c the STATS nest from it, so a new counter is a field and an
- * entry.  User space lists them on its own (mlap2pctl's GET_STATS table,
- * selftests/mlap2p/mlap2p_test.h's sysfs reader) and follows this list.
+ * The list of the counters (region.c, from common/mlap2p_stats.h, which
+ * mlap2pctl reads too), one entry per field of struct mlap2p_stats (a
+ * build-time check counts them): the field, its file in
+ * /sys/class/misc/mlap2p/ if @sysfs, and the MLAP2P_A_STAT_* attribute
+ * GET_STATS carries it in, or 0.  main.c makes the sysfs files and genl.c
+ * the STATS nest from it, so a new counter is a field and a line there.
+ * The selftests' sysfs reader (selftests/mlap2p/mlap2p_util.c) lists them
+ * on its own, so that a renamed file fails a test.
  */
 struct mlap2p_stat_desc {
 	const char *name;

@@ -49,30 +49,14 @@ static u64 mlap2p_live[MLAP2P_MAX_MLAS];	/* published regions only */
 static u64 mlap2p_hwm[MLAP2P_MAX_MLAS];		/* of mlap2p_live, per topology */
 static struct mlap2p_stats mlap2p_stats;
 
-#define MLAP2P_STAT_OFF(field)	offsetof(struct mlap2p_stats, field)
+#define MLAP2P_STAT(name, attr, sysfs, bytes)				\
+	{ #name, offsetof(struct mlap2p_stats, name), sysfs, attr },
 
 const struct mlap2p_stat_desc mlap2p_stat_descs[] = {
-	{ "live_regions", MLAP2P_STAT_OFF(live_regions), true,
-	  MLAP2P_A_STAT_LIVE_REGIONS },
-	{ "live_bytes", MLAP2P_STAT_OFF(live_bytes), true,
-	  MLAP2P_A_STAT_LIVE_BYTES },
-	{ "live_mappings", MLAP2P_STAT_OFF(live_mappings), true,
-	  MLAP2P_A_STAT_LIVE_MAPPINGS },
-	{ "live_handles", MLAP2P_STAT_OFF(live_handles), true, 0 },
-	{ "allocs", MLAP2P_STAT_OFF(allocs), true, MLAP2P_A_STAT_ALLOCS },
-	{ "frees", MLAP2P_STAT_OFF(frees), true, MLAP2P_A_STAT_FREES },
-	{ "exports", MLAP2P_STAT_OFF(exports), true, MLAP2P_A_STAT_EXPORTS },
-	{ "opens", MLAP2P_STAT_OFF(opens), true, MLAP2P_A_STAT_OPENS },
-	{ "closes", MLAP2P_STAT_OFF(closes), true, MLAP2P_A_STAT_CLOSES },
-	{ "rejected", MLAP2P_STAT_OFF(rejected), true,
-	  MLAP2P_A_STAT_REJECTED },
-	{ "hwm_bytes", MLAP2P_STAT_OFF(hwm_bytes), true,
-	  MLAP2P_A_STAT_HWM_BYTES },
-	{ "hwm_regions", MLAP2P_STAT_OFF(hwm_regions), false,
-	  MLAP2P_A_STAT_HWM_REGIONS },
-	{ "hwm_mappings", MLAP2P_STAT_OFF(hwm_mappings), false,
-	  MLAP2P_A_STAT_HWM_MAPPINGS },
+#include "mlap2p_stats.h"
 };
+
+#undef MLAP2P_STAT
 
 /* Every counter listed once: as many entries as fields. */
 static_assert(ARRAY_SIZE(mlap2p_stat_descs) == MLAP2P_NR_STATS);

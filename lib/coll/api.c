@@ -10,7 +10,8 @@
 static __thread struct cop *group_head, *group_tail;
 static __thread int group_err;
 
-int mlap2p_coll_group_end(void)
+/* Run the collectives the calling thread recorded in its group. */
+static int coll_group_run(void)
 {
 	struct cop *o, **ops;
 	int n = 0, i, ret;
@@ -67,6 +68,30 @@ out:
 	group_tail = NULL;
 	group_err = 0;
 	return ret;
+}
+
+/*
+ * The public group calls (<mlap2p/dataplane.h>) are this layer's, the one
+ * that runs at the outermost end: the collectives recorded in the group
+ * first (their progress moves the group's sends and receives too), then
+ * the data plane waits for those.  Depth and nesting are the data plane's,
+ * per thread, as NCCL's.
+ */
+MLAP2P_EXPORT int mlap2p_group_start(void)
+{
+	mlap2p_dp_group_start();
+	return 0;
+}
+
+MLAP2P_EXPORT int mlap2p_group_end(void)
+{
+	int depth = mlap2p_dp_group_leave();
+
+	if (depth < 0)
+		return mlap2p_err(depth);
+	if (depth)
+		return 0;
+	return mlap2p_err(mlap2p_dp_group_wait(coll_group_run()));
 }
 
 /* ---- argument checks and entry ---- */
@@ -352,7 +377,6 @@ static int coll_run(struct mlap2p_comm *api, struct cop *proto,
 		return 0;
 	}
 	if (mlap2p_group_depth() > 0) {
-		mlap2p_group_end_hook(mlap2p_coll_group_end);
 		o = malloc(sizeof(*o));
 		mlap2p_comm_leave(comm);
 		if (!o) {

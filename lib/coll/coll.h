@@ -10,8 +10,8 @@
  * Every collective is a small state machine (struct cop): connect, a
  * preamble that checks that all ranks make the same call, the data phase,
  * a local finish.  A blocking call runs one to completion; a group's
- * outermost mlap2p_group_end() runs those recorded inside it together
- * (mlap2p_coll_group_end()).
+ * outermost mlap2p_group_end() (api.c: the public group calls are this
+ * layer's) runs those recorded inside it together.
  *
  * The preamble.  On 2 ranks: one 32-byte message each way, the header
  * {seq | root | kind | dtype | op | algo, count} (+ up to 16 data bytes

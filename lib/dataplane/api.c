@@ -67,7 +67,7 @@ void dp_quiesce(struct dp *dp)
 		sched_yield();
 }
 
-/* ---- groups ---- */
+/* ---- groups (the public calls are lib/coll/api.c's; dataplane.h) ---- */
 
 /*
  * Read on every send and receive, but not initial-exec: one initial-exec
@@ -82,38 +82,29 @@ void dp_quiesce(struct dp *dp)
 static __thread int group_depth MLAP2P_TLS_IE;
 static __thread struct mlap2p_request *group_head MLAP2P_TLS_IE;
 static __thread int group_err MLAP2P_TLS_IE;
-/* What a layer above runs at the outermost group end (mlap2p_group_end_hook). */
-static int (*group_end_hook)(void);
 
 int mlap2p_group_depth(void)
 {
 	return group_depth;
 }
 
-void mlap2p_group_end_hook(int (*fn)(void))
-{
-	__atomic_store_n(&group_end_hook, fn, __ATOMIC_RELEASE);
-}
-
-MLAP2P_EXPORT int mlap2p_group_start(void)
+void mlap2p_dp_group_start(void)
 {
 	group_depth++;
-	return 0;
 }
 
-MLAP2P_EXPORT int mlap2p_group_end(void)
+int mlap2p_dp_group_leave(void)
 {
-	int (*hook)(void) = __atomic_load_n(&group_end_hook, __ATOMIC_ACQUIRE);
-	struct mlap2p_request **reqs, *r;
-	int n = 0, i, ret, cret;
-
 	if (group_depth <= 0)
-		return mlap2p_err(-EINVAL);
-	if (--group_depth)
-		return 0;
-	/* What the layers above recorded in the group (the collectives) runs
-	 * now; its progress moves the group's sends and receives too. */
-	cret = hook ? hook() : 0;
+		return -EINVAL;
+	return --group_depth;
+}
+
+int mlap2p_dp_group_wait(int err)
+{
+	struct mlap2p_request **reqs, *r;
+	int n = 0, i, ret;
+
 	for (r = group_head; r; r = r->groupNext)
 		n++;
 	reqs = calloc(n ? n : 1, sizeof(*reqs));
@@ -140,7 +131,7 @@ MLAP2P_EXPORT int mlap2p_group_end(void)
 				dp_out(reqs[i]->dp);
 		free(reqs);
 	}
-	ret = group_err ? group_err : cret;
+	ret = group_err ? group_err : err;
 	while ((r = group_head)) {
 		group_head = r->groupNext;
 		if (!ret)
@@ -148,7 +139,7 @@ MLAP2P_EXPORT int mlap2p_group_end(void)
 		free(r);
 	}
 	group_err = 0;
-	return mlap2p_err(ret);
+	return ret;
 }
 
 /* ---- the API ---- */

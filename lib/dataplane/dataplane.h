@@ -10,15 +10,23 @@
 
 struct mlap2p_request;
 
-/* The calling thread's group depth (mlap2p_group_start/end). */
-int mlap2p_group_depth(void);
 /*
- * The outermost mlap2p_group_end() first calls @fn, which runs what a
- * layer above recorded in the group (the collectives) and returns its
- * first error or 0.  Set once per process; every caller passes the same
- * function.
+ * The calling thread's group, which the public mlap2p_group_start/end
+ * (lib/coll/api.c: the collectives recorded in a group run at its
+ * outermost end, before its sends and receives are waited for) keep
+ * through these.  Inside a group, mlap2p_send and mlap2p_recv only post.
  */
-void mlap2p_group_end_hook(int (*fn)(void));
+/* The group depth (0: not in a group). */
+int mlap2p_group_depth(void);
+void mlap2p_dp_group_start(void);
+/* One level less: the depth left, or -EINVAL outside a group. */
+int mlap2p_dp_group_leave(void);
+/*
+ * At the outermost end (mlap2p_dp_group_leave() returned 0): wait for the
+ * sends and receives posted in the group and free them.  Returns the first
+ * error: a failed post, else @err, else a request's status.
+ */
+int mlap2p_dp_group_wait(int err);
 /*
  * mlap2p_isend (@send = 1) or mlap2p_irecv on channel @channel rather than
  * the lowest one: messages on one channel are ordered, those on different

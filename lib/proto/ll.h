@@ -59,48 +59,81 @@ static inline int mlap2p_ll_ready(const uint64_t *line, size_t i,
 }
 
 /*
- * The one LL step writer: @n payload bytes of step @s as lines with the
- * step's flag, which must not be 0 (that step is mlap2p_ll_put_wrap()'s).
- * A cleaning step, (s & NCCL_LL_CLEAN_MASK) == NCCL_LL_CLEAN_MASK, also
- * rewrites the slot's unused lines with its flag.  The caller took the
- * credit and, where a proxy reads it, announced @n in sizesFifo first.
+ * The one LL step writer, on the slot at @line of @slotLines lines: @n
+ * payload bytes of step @s (the first @head at @src, the rest at @rest,
+ * mlap2p_payload_read()) as lines with the step's flag, which must not be
+ * 0 (that step is mlap2p_ll_put_wrap_slot()'s).  A cleaning step,
+ * (s & NCCL_LL_CLEAN_MASK) == NCCL_LL_CLEAN_MASK, also rewrites the slot's
+ * unused lines with its flag; returns whether @s was one.
+ */
+static inline int mlap2p_ll_put_slot(uint64_t *line, size_t slotLines,
+				     uint64_t s, const char *src, size_t head,
+				     const char *rest, size_t n)
+{
+	uint32_t flag = mlap2p_ll_flag(s);
+	uint64_t v;
+	size_t i;
+
+	for (i = 0; i < mlap2p_min(head, n) / MLAP2P_LL_PAYLOAD; i++) {
+		memcpy(&v, src + i * MLAP2P_LL_PAYLOAD, sizeof(v));
+		mlap2p_ll_store(line + 2 * i, v, flag);
+	}
+	if (head >= n) {	/* every caller but the NET proxy */
+		if (n % MLAP2P_LL_PAYLOAD || !n) {	/* a short last line */
+			v = 0;
+			if (n)
+				memcpy(&v, src + i * MLAP2P_LL_PAYLOAD,
+				       n % MLAP2P_LL_PAYLOAD);
+			mlap2p_ll_store(line + 2 * i++, v, flag);
+		}
+	} else {
+		for (; i < mlap2p_ll_lines(n); i++) {	/* from @rest on */
+			size_t at = i * MLAP2P_LL_PAYLOAD;
+
+			v = 0;
+			mlap2p_payload_read(src, head, rest, at, &v,
+					    mlap2p_min(n - at,
+						       MLAP2P_LL_PAYLOAD));
+			mlap2p_ll_store(line + 2 * i, v, flag);
+		}
+	}
+	if (__builtin_expect((s & NCCL_LL_CLEAN_MASK) != NCCL_LL_CLEAN_MASK, 1))
+		return 0;
+	for (; i < slotLines; i++)
+		mlap2p_ll_store(line + 2 * i, 0, flag);
+	return 1;
+}
+
+/* The flag wrap, the step whose flag is 0: zero its slot, carry nothing. */
+static inline void mlap2p_ll_put_wrap_slot(uint64_t *line, size_t slotLines)
+{
+	size_t i;
+
+	for (i = 0; i < slotLines; i++)
+		mlap2p_ll_store(line + 2 * i, 0, 0);
+}
+
+/*
+ * mlap2p_ll_put_slot() on @link's slot of step @s, from @n contiguous
+ * bytes.  The caller took the credit and, where a proxy reads it,
+ * announced @n in sizesFifo first.
  */
 static inline void mlap2p_ll_put(struct mlap2p_link *link, uint64_t s,
 				 const char *src, size_t n)
 {
-	uint32_t flag = mlap2p_ll_flag(s);
-	uint64_t *line = mlap2p_ll_slot(link, s);
-	size_t i, lines;
-	uint64_t v;
+	size_t lines = mlap2p_proto_slot_lines(link, NCCL_PROTO_LL,
+					       MLAP2P_LL_LINE);
 
-	for (i = 0; i < n / MLAP2P_LL_PAYLOAD; i++) {
-		memcpy(&v, src + i * MLAP2P_LL_PAYLOAD, sizeof(v));
-		mlap2p_ll_store(line + 2 * i, v, flag);
-	}
-	if (n % MLAP2P_LL_PAYLOAD || !n) {
-		v = 0;
-		if (n)
-			memcpy(&v, src + i * MLAP2P_LL_PAYLOAD,
-			       n % MLAP2P_LL_PAYLOAD);
-		mlap2p_ll_store(line + 2 * i++, v, flag);
-	}
-	if (__builtin_expect((s & NCCL_LL_CLEAN_MASK) != NCCL_LL_CLEAN_MASK, 1))
-		return;
-	lines = mlap2p_proto_slot_lines(link, NCCL_PROTO_LL, MLAP2P_LL_LINE);
-	for (; i < lines; i++)
-		mlap2p_ll_store(line + 2 * i, 0, flag);
-	link->conn->llLastCleaning = s;
+	if (mlap2p_ll_put_slot(mlap2p_ll_slot(link, s), lines, s, src, n,
+			       NULL, n))
+		link->conn->llLastCleaning = s;
 }
 
-/* The flag wrap, the step whose flag is 0: zero its slot, carry nothing. */
 static inline void mlap2p_ll_put_wrap(struct mlap2p_link *link, uint64_t s)
 {
-	uint64_t *line = mlap2p_ll_slot(link, s);
-	size_t i, lines;
-
-	lines = mlap2p_proto_slot_lines(link, NCCL_PROTO_LL, MLAP2P_LL_LINE);
-	for (i = 0; i < lines; i++)
-		mlap2p_ll_store(line + 2 * i, 0, 0);
+	mlap2p_ll_put_wrap_slot(mlap2p_ll_slot(link, s),
+				mlap2p_proto_slot_lines(link, NCCL_PROTO_LL,
+							MLAP2P_LL_LINE));
 	link->conn->llLastCleaning = s;
 }
 

@@ -30,30 +30,55 @@ static inline size_t mlap2p_ll128_lines(size_t n)
 }
 
 /*
- * The one LL128 step writer: @n payload bytes of step @s, each line's
- * payload and then its flag (s + 1) with release.  The caller took the
- * credit and, where a proxy reads it, announced @n in sizesFifo first.
+ * The one LL128 step writer, on the slot at @base: @n payload bytes of
+ * step @s (the first @head at @src, the rest at @rest,
+ * mlap2p_payload_read()), each line's payload and then its flag (s + 1)
+ * with release.
  */
-static inline void mlap2p_ll128_put(struct mlap2p_link *link, uint64_t s,
-				    const char *src, size_t n)
+static inline void mlap2p_ll128_put_slot(uint64_t *base, uint64_t s,
+					 const char *src, size_t head,
+					 const char *rest, size_t n)
 {
-	uint64_t *line = mlap2p_ll128_slot(link, s);
-	size_t full = n / MLAP2P_LL128_PAYLOAD, i;
+	uint64_t *line = base;
+	size_t i;
 
-	for (i = 0; i < full; i++) {
+	for (i = 0; i < mlap2p_min(head, n) / MLAP2P_LL128_PAYLOAD; i++) {
 		memcpy(line, src + i * MLAP2P_LL128_PAYLOAD,
 		       MLAP2P_LL128_PAYLOAD);
 		__atomic_store_n(&line[MLAP2P_LL128_FLAG_WORD], s + 1,
 				 __ATOMIC_RELEASE);
 		line += MLAP2P_LL128_WORDS;
 	}
-	if (n % MLAP2P_LL128_PAYLOAD || !n) {	/* a short last line */
-		if (n)
-			memcpy(line, src + i * MLAP2P_LL128_PAYLOAD,
-			       n % MLAP2P_LL128_PAYLOAD);
+	if (head >= n) {	/* every caller but the NET proxy */
+		if (n % MLAP2P_LL128_PAYLOAD || !n) {	/* a short last line */
+			if (n)
+				memcpy(line, src + i * MLAP2P_LL128_PAYLOAD,
+				       n % MLAP2P_LL128_PAYLOAD);
+			__atomic_store_n(&line[MLAP2P_LL128_FLAG_WORD], s + 1,
+					 __ATOMIC_RELEASE);
+		}
+		return;
+	}
+	for (; i < mlap2p_ll128_lines(n); i++) {	/* from @rest on */
+		size_t at = i * MLAP2P_LL128_PAYLOAD;
+
+		mlap2p_payload_read(src, head, rest, at, line,
+				    mlap2p_min(n - at, MLAP2P_LL128_PAYLOAD));
 		__atomic_store_n(&line[MLAP2P_LL128_FLAG_WORD], s + 1,
 				 __ATOMIC_RELEASE);
+		line += MLAP2P_LL128_WORDS;
 	}
+}
+
+/*
+ * mlap2p_ll128_put_slot() on @link's slot of step @s, from @n contiguous
+ * bytes.  The caller took the credit and, where a proxy reads it,
+ * announced @n in sizesFifo first.
+ */
+static inline void mlap2p_ll128_put(struct mlap2p_link *link, uint64_t s,
+				    const char *src, size_t n)
+{
+	mlap2p_ll128_put_slot(mlap2p_ll128_slot(link, s), s, src, n, NULL, n);
 }
 
 /*

@@ -403,6 +403,23 @@ static inline size_t mlap2p_min(size_t a, size_t b)
 	return a < b ? a : b;
 }
 
+/*
+ * Copy @len bytes at @at of a payload whose first @head bytes are at @src
+ * and the rest at @rest (the NET proxy's landing area, the SIMPLE slot and
+ * then aux; everyone else passes @head = the whole payload).
+ */
+static inline void mlap2p_payload_read(const char *src, size_t head,
+				       const char *rest, size_t at, void *dst,
+				       size_t len)
+{
+	size_t n0 = at < head ? mlap2p_min(head - at, len) : 0;
+
+	if (n0)
+		memcpy(dst, src + at, n0);
+	if (len > n0)
+		memcpy((char *)dst + n0, rest + (at + n0 - head), len - n0);
+}
+
 /* How many whole lines of @line bytes a slot of @proto's buffer holds. */
 static inline size_t mlap2p_proto_slot_lines(const struct mlap2p_link *link,
 					     int proto, size_t line)
@@ -504,7 +521,7 @@ static inline int mlap2p_spin_idle(struct mlap2p_spin *s)
 }
 
 /* The wire formats: one writer and one reader each, shared by the op
- * engine and the latency path. */
+ * engine, the latency path and the NET proxy. */
 #include "proto/ll.h"
 #include "proto/ll128.h"
 

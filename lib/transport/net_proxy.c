@@ -142,10 +142,8 @@ static int net_ll128_gather(struct ncclProxyArgs *a, uint64_t s, size_t n,
 void net_ll_scrub(struct ncclProxyArgs *a, uint64_t s)
 {
 	uint64_t *line = (uint64_t *)net_slot(a, NCCL_PROTO_LL, s);
-	uint64_t f = (uint64_t)(uint32_t)(s + 1 + 4) << 32;
 
-	__atomic_store_n(&line[0], f, __ATOMIC_RELAXED);
-	__atomic_store_n(&line[1], f, __ATOMIC_RELAXED);
+	mlap2p_ll_store(line, 0, mlap2p_ll_flag(s + 4));
 }
 
 static inline int net_reg_holds(const struct net_reg *g, const char *ptr,
@@ -195,7 +193,7 @@ static int net_send_ready(struct ncclProxyArgs *a, uint64_t s, int *proto,
 	if (a->payload[NCCL_PROTO_LL]) {
 		line = (const uint64_t *)net_slot(a, NCCL_PROTO_LL, s);
 		if ((uint32_t)(__atomic_load_n(&line[0], __ATOMIC_ACQUIRE) >> 32) ==
-		    (uint32_t)(s + 1)) {
+		    mlap2p_ll_flag(s)) {
 			n = __atomic_load_n(&sizes[slot], __ATOMIC_ACQUIRE);
 			if (n < 0)
 				return 0;	/* the announcement is on its way */
@@ -206,7 +204,8 @@ static int net_send_ready(struct ncclProxyArgs *a, uint64_t s, int *proto,
 	}
 	if (a->payload[NCCL_PROTO_LL128]) {
 		line = (const uint64_t *)net_slot(a, NCCL_PROTO_LL128, s);
-		if (__atomic_load_n(&line[15], __ATOMIC_ACQUIRE) == s + 1) {
+		if (__atomic_load_n(&line[MLAP2P_LL128_FLAG_WORD],
+				    __ATOMIC_ACQUIRE) == s + 1) {
 			n = __atomic_load_n(&sizes[slot], __ATOMIC_ACQUIRE);
 			if (n < 0)
 				return 0;
@@ -316,72 +315,26 @@ static void net_send_done(struct ncclProxyArgs *a, uint64_t step)
 /* Receive side                                                       */
 /* ------------------------------------------------------------------ */
 
-/* Copy @len bytes at @off of step @s's landing area (SIMPLE slot + aux). */
-static void net_landing_read(struct ncclProxyArgs *a, uint64_t s, size_t off,
-			     void *dst, size_t len)
+/*
+ * Write received LL or LL128 step @s (payload @n bytes in the landing
+ * area, the SIMPLE slot and then aux) into its slot with the sender's
+ * writer, so the receiver reads what a P2P sender would have written.
+ */
+static void net_line_deliver(struct ncclProxyArgs *a, int proto, uint64_t s,
+			     size_t n)
 {
 	size_t first = a->slot[NCCL_PROTO_SIMPLE];
 	const char *simple = first ? net_slot(a, NCCL_PROTO_SIMPLE, s) : NULL;
 	const char *aux = a->aux + (s % NCCL_STEPS) * a->auxStep;
-	char *d = dst;
+	uint64_t *line = (uint64_t *)net_slot(a, proto, s);
+	size_t slotLines = a->slot[NCCL_PROTO_LL] / MLAP2P_LL_LINE;
 
-	if (off < first) {
-		size_t n = first - off < len ? first - off : len;
-
-		memcpy(d, simple + off, n);
-		d += n;
-		off += n;
-		len -= n;
-	}
-	if (len)
-		memcpy(d, aux + (off - first), len);
-}
-
-/*
- * Write LL step @s (payload @n bytes in the landing area, which may span
- * the SIMPLE slot and aux, so line by line) with the sender's rules: the
- * wrap step zeroes the slot, a cleaning step rewrites the unused lines.
- */
-static void net_ll_deliver(struct ncclProxyArgs *a, uint64_t s, size_t n)
-{
-	uint64_t *line = (uint64_t *)net_slot(a, NCCL_PROTO_LL, s);
-	size_t slotLines = a->slot[NCCL_PROTO_LL] / MLAP2P_LL_LINE, i;
-	uint32_t flag = mlap2p_ll_flag(s);
-	uint64_t v;
-
-	if (!flag) {
-		for (i = 0; i < slotLines; i++)
-			mlap2p_ll_store(line + 2 * i, 0, 0);
-		return;
-	}
-	for (i = 0; i < mlap2p_ll_lines(n); i++) {
-		size_t at = i * MLAP2P_LL_PAYLOAD;
-
-		v = 0;
-		if (at < n)
-			net_landing_read(a, s, at, &v,
-					 mlap2p_min(n - at, MLAP2P_LL_PAYLOAD));
-		mlap2p_ll_store(line + 2 * i, v, flag);
-	}
-	if ((s & NCCL_LL_CLEAN_MASK) == NCCL_LL_CLEAN_MASK)
-		for (; i < slotLines; i++)
-			mlap2p_ll_store(line + 2 * i, 0, flag);
-}
-
-static void net_ll128_deliver(struct ncclProxyArgs *a, uint64_t s, size_t n)
-{
-	uint64_t *base = (uint64_t *)net_slot(a, NCCL_PROTO_LL128, s);
-	size_t lines = n ? (n + 119) / 120 : 1, i;
-
-	for (i = 0; i < lines; i++) {
-		uint64_t *line = base + i * 16;
-		size_t at = i * 120;
-
-		if (at < n)
-			net_landing_read(a, s, at, line,
-					 n - at < 120 ? n - at : 120);
-		__atomic_store_n(&line[15], s + 1, __ATOMIC_RELEASE);
-	}
+	if (proto == NCCL_PROTO_LL128)
+		mlap2p_ll128_put_slot(line, s, simple, first, aux, n);
+	else if (!mlap2p_ll_flag(s))
+		mlap2p_ll_put_wrap_slot(line, slotLines);
+	else
+		mlap2p_ll_put_slot(line, slotLines, s, simple, first, aux, n);
 }
 
 /* Hand received steps to the data plane, in order. */
@@ -394,10 +347,8 @@ static void net_recv_deliver(struct ncclProxyArgs *a)
 
 		switch (a->rproto[slot]) {
 		case NCCL_PROTO_LL:
-			net_ll_deliver(a, s, n);
-			break;
 		case NCCL_PROTO_LL128:
-			net_ll128_deliver(a, s, n);
+			net_line_deliver(a, a->rproto[slot], s, n);
 			break;
 		default:
 			__atomic_store_n(&a->recvMem->sizesFifo[slot], (int)n,

@@ -20,24 +20,27 @@ struct stats {
 	__u32 nr_devs;
 };
 
+/* The module's counters (common/mlap2p_stats.h), in the module's order. */
 static const struct {
 	int attr;
 	const char *name;
 	bool bytes;
 } stat_names[] = {
-	{ MLAP2P_A_STAT_ALLOCS,		"allocs",	 false },
-	{ MLAP2P_A_STAT_FREES,		"frees",	 false },
-	{ MLAP2P_A_STAT_EXPORTS,	"exports",	 false },
-	{ MLAP2P_A_STAT_OPENS,		"opens",	 false },
-	{ MLAP2P_A_STAT_CLOSES,		"closes",	 false },
-	{ MLAP2P_A_STAT_REJECTED,	"rejected",	 false },
-	{ MLAP2P_A_STAT_LIVE_REGIONS,	"live_regions",	 false },
-	{ MLAP2P_A_STAT_LIVE_BYTES,	"live_bytes",	 true },
-	{ MLAP2P_A_STAT_LIVE_MAPPINGS,	"live_mappings", false },
-	{ MLAP2P_A_STAT_HWM_BYTES,	"hwm_bytes",	 true },
-	{ MLAP2P_A_STAT_HWM_REGIONS,	"hwm_regions",	 false },
-	{ MLAP2P_A_STAT_HWM_MAPPINGS,	"hwm_mappings",	 false },
+#define MLAP2P_STAT(name, attr, sysfs, bytes) { attr, #name, bytes },
+#include "mlap2p_stats.h"
+#undef MLAP2P_STAT
 };
+
+/* The index of the counter GET_STATS carries in @attr, or -1. */
+static int stat_find(int attr)
+{
+	size_t i;
+
+	for (i = 0; i < ARRAY_SIZE(stat_names); i++)
+		if (stat_names[i].attr == attr)
+			return (int)i;
+	return -1;
+}
 
 static int stats_dev(struct stats *s, struct nlattr *nest)
 {
@@ -100,13 +103,14 @@ static int stats_reply(struct ctl *c, struct genlmsghdr *g,
 static void print_stats(const struct stats *s)
 {
 	char b1[32], b2[32], b3[32];
-	size_t i;
 	__u32 k;
+	int a;
 
-	for (i = 0; i < ARRAY_SIZE(stat_names); i++) {
-		int a = stat_names[i].attr;
+	/* In MLAP2P_A_STAT_* order */
+	for (a = 1; a <= MLAP2P_A_STAT_MAX; a++) {
+		int i = stat_find(a);
 
-		if (!s->have[a])
+		if (i < 0 || !s->have[a])
 			continue;
 		if (stat_names[i].bytes)
 			printf("%-14s %s\n", stat_names[i].name,
@@ -129,14 +133,14 @@ static void print_stats(const struct stats *s)
 static void json_stats(const struct stats *s)
 {
 	const char *sep = "";
-	size_t i;
 	__u32 k;
+	int a;
 
 	printf("{");
-	for (i = 0; i < ARRAY_SIZE(stat_names); i++) {
-		int a = stat_names[i].attr;
+	for (a = 1; a <= MLAP2P_A_STAT_MAX; a++) {
+		int i = stat_find(a);
 
-		if (!s->have[a])
+		if (i < 0 || !s->have[a])
 			continue;
 		printf("%s\"%s\":%" PRIu64, sep, stat_names[i].name,
 		       (uint64_t)s->v[a]);
