@@ -860,6 +860,15 @@ static int unprivileged_child(enum unpriv how)
 	if (strcmp(s.ext.msg, NEEDS_NET_ADMIN) || s.ext.offs)
 		return kt_child_fail(15, "extack \"%s\" offset %u",
 					 s.ext.msg, s.ext.offs);
+	/*
+	 * The attribute policy is checked before the capability: an
+	 * out-of-range value is ERANGE here too (mlap2p(4) says so).
+	 */
+	gt_topo_none(&t);
+	t.lnc = 3;
+	ret = gt_set_topo(&s, &t);
+	if (ret != -ERANGE)
+		return kt_child_fail(16, "SET_TOPO lnc=3: %d", ret);
 	gt_cmd(&s, &m, MLAP2P_CMD_GET_STATS, 0);
 	if (gt_request(&s, &m, NULL, NULL))
 		return 14;

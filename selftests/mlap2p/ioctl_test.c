@@ -715,6 +715,34 @@ TEST_F(limits, bytes_per_file_accumulate)
 }
 
 /*
+ * Writing a limit out of its range fails and leaves it as it was: 0 is
+ * EINVAL, a number over 32 bits ERANGE (kstrtouint), as mlap2p(4) says.
+ */
+TEST_F(limits, params_reject_out_of_range)
+{
+	static const char *const names[] = {
+		"max_bytes_per_file_mb", "max_regions_per_file",
+	};
+	const unsigned long now[] = { LIMITS_BYTES_MB, LIMITS_HANDLES };
+	unsigned long v;
+	int k;
+
+	if (self->skip)
+		SKIP(return, "%s", self->skip);
+	for (k = 0; k < 2; k++) {
+		EXPECT_EQ(-EINVAL, kt_param_write(names[k], 0))
+			TH_LOG("%s", names[k]);
+		EXPECT_EQ(-ERANGE, kt_param_write(names[k], 4294967296UL))
+			TH_LOG("%s", names[k]);
+		ASSERT_EQ(0, kt_param_read(names[k], &v));
+		EXPECT_EQ(now[k], v) TH_LOG("%s", names[k]);
+	}
+	ASSERT_EQ(0, kt_get_info(self->fd, &self->info));
+	EXPECT_EQ((__u64)LIMITS_BYTES_MB << 20, self->info.max_bytes_per_file);
+	EXPECT_EQ((__u32)LIMITS_HANDLES, self->info.max_regions_per_file);
+}
+
+/*
  * max_regions_per_file counts the handles of one file, owned and imported
  * alike: fill a file with owned handles and one import, then one more of
  * either kind is refused.
