@@ -1278,17 +1278,17 @@ static int xchg_body(struct job *j, int rank, struct mlap2p_comm *comm)
 }
 
 /*
- * MLAP2P_CMA=auto, MLAP2P_CMA_MAX=0 (the default): every exchange through
- * the FIFO.  With MLAP2P_CMA_MAX=8M, exchanges from MLAP2P_CMA_MIN (32 KiB) on go by
- * cross-memory attach on both links of both ranks, smaller ones through
- * the FIFO, whichever of send and receive is posted first; odd sizes
- * that end mid-page and mid-step (1 MiB + 13 is 9 steps of 128 KiB, the
- * receiver's first read 2 of them; 3 MiB + 1, 25 steps, 6 then 4 ...),
- * and one step of 32 KiB exactly, which the sender may finish before its
- * own receive makes the offer.  Where the system refuses cross-memory
- * attach, none.
+ * MLAP2P_CMA=auto with MLAP2P_CMA_MAX=8M: in an exchange (a group) a
+ * plain send buffer of 128 KiB (DP_AUTO_MIN) up to below 8 MiB goes
+ * sender first, on both links of both ranks, whichever of send and
+ * receive is posted first: here the 4 of 6 sizes from 128 KiB, odd ones
+ * that end mid-page and mid-step (1 MiB + 13, 3 MiB + 1, 128 KiB + 7,
+ * 256 KiB - 1); 32 KiB and 40000 through the FIFO, as every smaller one.
+ * MLAP2P_CMA_MAX=0 (the default) leaves auto none, MLAP2P_CMA=0 none,
+ * MLAP2P_CMA=1 all six.  Where the system refuses cross-memory attach,
+ * none.
  */
-TEST_F_TIMEOUT(solo, cma_auto_exchanges_agree, 120)
+TEST_F_TIMEOUT(solo, cma_auto_exchanges_agree, 150)
 {
 	struct xchg_arg a = {
 		.sizes = { 32 * KiB, 3 * MiB + 1, 128 * KiB + 7, MiB + 13,
@@ -1299,24 +1299,26 @@ TEST_F_TIMEOUT(solo, cma_auto_exchanges_agree, 120)
 	struct job j = { .n = 2, .cores = { 0, 4 }, .fn = xchg_body };
 	int can = cma_between_siblings();
 
-	/* By default (MLAP2P_CMA_MAX=0) auto takes the FIFO for all. */
-	a.direct = 0;
-	j.arg = &a;
-	EXPECT_EQ(0, job_run(&j, 50));
 	setenv("MLAP2P_CMA_MAX", "8M", 1);
 	for (a.recvFirst = 0; a.recvFirst < 2; a.recvFirst++) {
-		a.direct = can ? a.n : 0;
+		a.direct = can ? 4 : 0;
 		j.arg = &a;
 		EXPECT_EQ(0, job_run(&j, 50)) TH_LOG("recvFirst %d", a.recvFirst);
 	}
+	a.recvFirst = 0;
 	s.direct = 0;
 	j.arg = &s;
 	EXPECT_EQ(0, job_run(&j, 50));
 	unsetenv("MLAP2P_CMA_MAX");
-	/* Forced off: the FIFO for every size. */
-	setenv("MLAP2P_CMA", "0", 1);
+	/* The default, MLAP2P_CMA_MAX=0: the FIFO for all. */
 	a.direct = 0;
 	j.arg = &a;
+	EXPECT_EQ(0, job_run(&j, 50));
+	setenv("MLAP2P_CMA", "0", 1);
+	a.direct = 0;
+	EXPECT_EQ(0, job_run(&j, 50));
+	setenv("MLAP2P_CMA", "1", 1);
+	a.direct = can ? 6 : 0;
 	EXPECT_EQ(0, job_run(&j, 50));
 	unsetenv("MLAP2P_CMA");
 }

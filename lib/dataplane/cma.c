@@ -11,22 +11,44 @@
 /*
  * Sender first (lib/proto.h): may this send publish its plain buffer's
  * address for the receiver to read with one process_vm_readv, as Open
- * MPI's vader does?  From cmaMin on (the system call and the handshake
- * cost more than two copies through the FIFO below), and with
- * MLAP2P_CMA=auto below cmaMax.  In an exchange both messages are then
- * published at once and each core copies the message it receives once,
- * the two directions overlapping; the FIFO has each core copy twice
- * (docs/performance.md, issue 19).  A region goes the offer's way: the
+ * MPI's vader does?  MLAP2P_CMA=1: from cmaMin on (below, the system call
+ * and the handshake cost more than two copies through the FIFO).
+ * MLAP2P_CMA=auto: in an exchange only (the send is posted in a group, or
+ * this rank has a SIMPLE receive of cmaMin or more queued), of at least
+ * DP_AUTO_MIN and below cmaMax bytes.  In an exchange both messages are
+ * then published at once and each core copies the message it receives
+ * once, the two directions overlapping, where the FIFO has each core copy
+ * twice; one way the FIFO's two copies pipeline over both cores and won
+ * (docs/performance.md, issue 19).  The sender decides, the receiver
+ * follows the marker: the ends cannot disagree.  A region goes the offer's way: the
  * receiver's own region is then written in place, with no system call.
  */
+static int dp_exchange(const struct dp *dp)
+{
+	const struct dp_link *k;
+	const struct mlap2p_op *op;
+
+	if (mlap2p_group_depth() > 0)
+		return 1;
+	for (k = dp->active; k; k = k->activeNext)
+		for (op = k->qhead; op; op = op->next)
+			if (!op->send && op->proto == NCCL_PROTO_SIMPLE &&
+			    op->bytes >= dp->cmaMin)
+				return 1;
+	return 0;
+}
+
 int dp_publish(void *arg, const void *buf, size_t bytes)
 {
 	struct dp_link *k = arg;
+	const struct dp *dp = k->dp;
 	struct ncclRtIpcMemHandle ipc;
 	size_t offset, after;
 
-	if (!k->cma || bytes < k->dp->cmaMin ||
-	    (k->dp->cmaAuto && bytes >= k->dp->cmaMax))
+	if (!k->cma || bytes < dp->cmaMin)
+		return 0;
+	if (dp->cmaAuto && (bytes < DP_AUTO_MIN || bytes >= dp->cmaMax ||
+			    !dp_exchange(dp)))
 		return 0;
 	return mlap2p_region_lookup(k->dp->comm, buf, &ipc, &offset,
 				    &after) != 0;
