@@ -1278,13 +1278,13 @@ static int xchg_body(struct job *j, int rank, struct mlap2p_comm *comm)
 }
 
 /*
- * MLAP2P_CMA=auto with MLAP2P_CMA_MAX=8M: in an exchange (a group) a
- * plain send buffer of 128 KiB (DP_AUTO_MIN) up to below 8 MiB goes
+ * MLAP2P_CMA=auto (the default, MLAP2P_CMA_MAX=8M): in an exchange (a
+ * group) a plain send buffer of 128 KiB (DP_AUTO_MIN) up to below 8 MiB goes
  * sender first, on both links of both ranks, whichever of send and
  * receive is posted first: here the 4 of 6 sizes from 128 KiB, odd ones
  * that end mid-page and mid-step (1 MiB + 13, 3 MiB + 1, 128 KiB + 7,
  * 256 KiB - 1); 32 KiB and 40000 through the FIFO, as every smaller one.
- * MLAP2P_CMA_MAX=0 (the default) leaves auto none, MLAP2P_CMA=0 none,
+ * MLAP2P_CMA_MAX=0 leaves auto none, MLAP2P_CMA=0 none,
  * MLAP2P_CMA=1 all six.  Where the system refuses cross-memory attach,
  * none.
  */
@@ -1299,7 +1299,6 @@ TEST_F_TIMEOUT(solo, cma_auto_exchanges_agree, 150)
 	struct job j = { .n = 2, .cores = { 0, 4 }, .fn = xchg_body };
 	int can = cma_between_siblings();
 
-	setenv("MLAP2P_CMA_MAX", "8M", 1);
 	for (a.recvFirst = 0; a.recvFirst < 2; a.recvFirst++) {
 		a.direct = can ? 4 : 0;
 		j.arg = &a;
@@ -1309,11 +1308,12 @@ TEST_F_TIMEOUT(solo, cma_auto_exchanges_agree, 150)
 	s.direct = 0;
 	j.arg = &s;
 	EXPECT_EQ(0, job_run(&j, 50));
-	unsetenv("MLAP2P_CMA_MAX");
-	/* The default, MLAP2P_CMA_MAX=0: the FIFO for all. */
+	/* MLAP2P_CMA_MAX=0: the FIFO for all. */
+	setenv("MLAP2P_CMA_MAX", "0", 1);
 	a.direct = 0;
 	j.arg = &a;
 	EXPECT_EQ(0, job_run(&j, 50));
+	unsetenv("MLAP2P_CMA_MAX");
 	setenv("MLAP2P_CMA", "0", 1);
 	a.direct = 0;
 	EXPECT_EQ(0, job_run(&j, 50));
