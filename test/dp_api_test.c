@@ -1211,10 +1211,11 @@ TEST_F_TIMEOUT(solo, cma_auto_one_way_fifo, 90)
  * round) shows as one end's count differing.
  */
 struct xchg_arg {
-	size_t sizes[8];
+	size_t sizes[12];
 	int n;
 	int recvFirst;
 	int direct;
+	int refuse;		/* no rank may read or write another */
 };
 
 static int xchg_body(struct job *j, int rank, struct mlap2p_comm *comm)
@@ -1235,6 +1236,8 @@ static int xchg_body(struct job *j, int rank, struct mlap2p_comm *comm)
 	rbuf = malloc(max + 1);
 	if (!sbuf || !rbuf)
 		return 100;
+	if (a->refuse && refuse_cma())
+		return 106;
 	if (mlap2p_connect_peers(comm, 1, 1, &other, 1, &other))
 		return 101;
 	for (i = 0; i < a->n; i++) {
@@ -1275,17 +1278,17 @@ static int xchg_body(struct job *j, int rank, struct mlap2p_comm *comm)
 }
 
 /*
- * MLAP2P_CMA=auto, MLAP2P_CMA_MAX=0 (the default): every exchange through
- * the FIFO.  With MLAP2P_CMA_MAX=8M, exchanges from MLAP2P_CMA_MIN (32 KiB) on go by
- * cross-memory attach on both links of both ranks, smaller ones through
- * the FIFO, whichever of send and receive is posted first; odd sizes
- * that end mid-page and mid-step (1 MiB + 13 is 9 steps of 128 KiB, the
- * receiver's first read 2 of them; 3 MiB + 1, 25 steps, 6 then 4 ...),
- * and one step of 32 KiB exactly, which the sender may finish before its
- * own receive makes the offer.  Where the system refuses cross-memory
- * attach, none.
+ * MLAP2P_CMA=auto (the default, MLAP2P_CMA_MAX=8M): in an exchange (a
+ * group) a plain send buffer of 128 KiB (DP_AUTO_MIN) up to below 8 MiB goes
+ * sender first, on both links of both ranks, whichever of send and
+ * receive is posted first: here the 4 of 6 sizes from 128 KiB, odd ones
+ * that end mid-page and mid-step (1 MiB + 13, 3 MiB + 1, 128 KiB + 7,
+ * 256 KiB - 1); 32 KiB and 40000 through the FIFO, as every smaller one.
+ * MLAP2P_CMA_MAX=0 leaves auto none, MLAP2P_CMA=0 none,
+ * MLAP2P_CMA=1 all six.  Where the system refuses cross-memory attach,
+ * none.
  */
-TEST_F_TIMEOUT(solo, cma_auto_exchanges_agree, 120)
+TEST_F_TIMEOUT(solo, cma_auto_exchanges_agree, 150)
 {
 	struct xchg_arg a = {
 		.sizes = { 32 * KiB, 3 * MiB + 1, 128 * KiB + 7, MiB + 13,
@@ -1296,24 +1299,26 @@ TEST_F_TIMEOUT(solo, cma_auto_exchanges_agree, 120)
 	struct job j = { .n = 2, .cores = { 0, 4 }, .fn = xchg_body };
 	int can = cma_between_siblings();
 
-	/* By default (MLAP2P_CMA_MAX=0) auto takes the FIFO for all. */
-	a.direct = 0;
-	j.arg = &a;
-	EXPECT_EQ(0, job_run(&j, 50));
-	setenv("MLAP2P_CMA_MAX", "8M", 1);
 	for (a.recvFirst = 0; a.recvFirst < 2; a.recvFirst++) {
-		a.direct = can ? a.n : 0;
+		a.direct = can ? 4 : 0;
 		j.arg = &a;
 		EXPECT_EQ(0, job_run(&j, 50)) TH_LOG("recvFirst %d", a.recvFirst);
 	}
+	a.recvFirst = 0;
 	s.direct = 0;
 	j.arg = &s;
 	EXPECT_EQ(0, job_run(&j, 50));
-	unsetenv("MLAP2P_CMA_MAX");
-	/* Forced off: the FIFO for every size. */
-	setenv("MLAP2P_CMA", "0", 1);
+	/* MLAP2P_CMA_MAX=0: the FIFO for all. */
+	setenv("MLAP2P_CMA_MAX", "0", 1);
 	a.direct = 0;
 	j.arg = &a;
+	EXPECT_EQ(0, job_run(&j, 50));
+	unsetenv("MLAP2P_CMA_MAX");
+	setenv("MLAP2P_CMA", "0", 1);
+	a.direct = 0;
+	EXPECT_EQ(0, job_run(&j, 50));
+	setenv("MLAP2P_CMA", "1", 1);
+	a.direct = can ? 6 : 0;
 	EXPECT_EQ(0, job_run(&j, 50));
 	unsetenv("MLAP2P_CMA");
 }
@@ -1346,6 +1351,126 @@ TEST_F_TIMEOUT(solo, cma_auto_exchanges_from_max_fifo, 180)
 	j.arg = &a;
 	EXPECT_EQ(0, job_run(&j, 80));
 	unsetenv("MLAP2P_CMA");
+}
+
+/* ---- sender first (lib/proto.h) ---------------------------------------- */
+
+/*
+ * MLAP2P_CMA=1: every plain send buffer of MLAP2P_CMA_MIN (32 KiB) or more
+ * publishes its address with its first step and the receiver reads it
+ * all.  Odd sizes around the thresholds (32 KiB, one 128 KiB step, the
+ * 8 MiB streaming threshold), both directions at once, the send or the
+ * receive posted first; every byte and the byte after checked; each link
+ * of each rank counts a single copy for the 7 messages of 32 KiB or more
+ * (none where the system refuses cross-memory attach), and none for the
+ * smaller ones.
+ */
+TEST_F_TIMEOUT(solo, sender_first_exchanges_exact, 180)
+{
+	struct xchg_arg a = {
+		.sizes = { 32 * KiB - 1, 32 * KiB, 32 * KiB + 1, 0,
+			   128 * KiB - 1, 128 * KiB + 1, 1, 8 * MiB - 1,
+			   8 * MiB + 3, 3 * MiB + 5, 4097 },
+		.n = 11,
+	};
+	struct job j = { .n = 2, .cores = { 0, 4 }, .fn = xchg_body,
+			 .arg = &a };
+	int can = cma_between_siblings();
+
+	setenv("MLAP2P_CMA", "1", 1);
+	for (a.recvFirst = 0; a.recvFirst < 2; a.recvFirst++) {
+		a.direct = can ? 7 : 0;
+		EXPECT_EQ(0, job_run(&j, 80)) TH_LOG("recvFirst %d", a.recvFirst);
+	}
+	unsetenv("MLAP2P_CMA");
+}
+
+/*
+ * The same exchanges where no rank may read another's memory (not
+ * dumpable, no CAP_SYS_PTRACE): the first published message's read is
+ * refused (-EPERM), the sender pushes it through the slots and publishes
+ * no more; every byte arrives, and no message counts as a single copy on
+ * either end.
+ */
+TEST_F_TIMEOUT(solo, sender_first_refused_falls_back, 180)
+{
+	struct xchg_arg a = {
+		.sizes = { 32 * KiB, 32 * KiB + 1, 128 * KiB + 1, 8 * MiB + 3,
+			   1, 0, 3 * MiB + 5 },
+		.n = 7, .refuse = 1, .direct = 0,
+	};
+	struct job j = { .n = 2, .cores = { 0, 4 }, .fn = xchg_body,
+			 .arg = &a };
+
+	setenv("MLAP2P_CMA", "1", 1);
+	for (a.recvFirst = 0; a.recvFirst < 2; a.recvFirst++)
+		EXPECT_EQ(0, job_run(&j, 80)) TH_LOG("recvFirst %d", a.recvFirst);
+	unsetenv("MLAP2P_CMA");
+}
+
+/*
+ * A sender publishes a 64 MiB message and is killed at once, while the
+ * receiver may be about to read it, reading it, or done.  The survivor
+ * receives it and a second one: whichever fails first must fail with
+ * -ECONNRESET naming rank 1 within MLAP2P_PEER_TIMEOUT (a read of a
+ * dead process says so too), and a message that did arrive is exact.
+ */
+static int sf_dead_body(struct job *j, int rank, struct mlap2p_comm *comm)
+{
+	int other = !rank, ret = 0, i;
+	size_t n = 64 * MiB;
+	unsigned char *buf = malloc(n);
+	struct timespec t0, t1;
+	double s;
+
+	if (!buf || mlap2p_connect_peers(comm, 1, 1, &other, 1, &other))
+		return 60;
+	if (rank == 0 && job_post(j, 0))
+		return 65;
+	if (rank == 1) {
+		struct mlap2p_request *req;
+
+		if (job_wait_post(j, 0, 0))
+			return 66;
+		fill(buf, n, 7);
+		/* published when it starts: the link is idle */
+		if (mlap2p_isend(comm, buf, n, other, &req))
+			return 61;
+		raise(SIGKILL);
+	}
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	for (i = 0; i < 2 && !ret; i++) {
+		memset(buf, 0xee, n);
+		ret = mlap2p_recv(comm, buf, n, other);
+		if (!ret && wrong(buf, n, 7))
+			return 67;
+	}
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	s = (t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) * 1e-9;
+	fprintf(stderr, "# survivor: receive %d: %s after %.2f s: %s\n", i,
+		strerror(-ret), s, mlap2p_last_error());
+	if (ret != -ECONNRESET)
+		return 62;
+	if (!strstr(mlap2p_last_error(), "peer rank 1"))
+		return 63;
+	if (s > 3.0)	/* MLAP2P_PEER_TIMEOUT=2s, plus a loaded machine's slack */
+		return 64;
+	mlap2p_comm_abort(comm);
+	free(buf);
+	return GONE;
+}
+
+TEST_F_TIMEOUT(solo, sender_first_dead_sender, 180)
+{
+	struct job j = { .n = 2, .cores = { 0, 4 }, .fn = sf_dead_body };
+
+	setenv("MLAP2P_CMA", "1", 1);
+	setenv("MLAP2P_PEER_TIMEOUT", "2s", 1);
+	job_run(&j, 170);
+	unsetenv("MLAP2P_PEER_TIMEOUT");
+	unsetenv("MLAP2P_CMA");
+	EXPECT_EQ(128 + SIGKILL, j.ret[1]);
+	ASSERT_EQ(0, j.ret[0]);
 }
 
 /* ---- MLAP2P_CMA, MLAP2P_CMA_MIN and MLAP2P_NT_MIN values --------------- */

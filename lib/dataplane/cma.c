@@ -1,48 +1,57 @@
 // SPDX-License-Identifier: MIT
 /*
  * Single copy through the runtime: describing buffers to the peer,
- * resolving its offers, cross-memory attach and MLAP2P_CMA=auto.
+ * publishing send buffers (sender first), resolving the peer's offers,
+ * cross-memory attach and MLAP2P_CMA=auto.
  */
 #include "dataplane/dp.h"
 
 /* ---- single copy through the runtime ---- */
 
 /*
- * MLAP2P_CMA=auto: offer a plain receive buffer by address?  Yes while this
- * rank is itself sending a message of cmaMin bytes or more, or sent one
- * after this receive was posted (an exchange, a ring step): each core then copies the message it receives once, with the
- * two directions overlapping, as Open MPI's vader does (the receiver reads
- * each message with one process_vm_readv), where the FIFO would have each
- * core copy twice.  One way, the FIFO's two copies pipeline across both
- * cores and cost no system call per step: on this machine's AMD guest it
- * beat cross-memory attach 2-3x one way, and by far more when loaded
- * (docs/performance.md, issue 19).  The rule reads nothing but this rank's
- * queues, and the sender follows the receiver's offer, so the two ends of a
- * link cannot disagree about a message; no message is spent on timing.
- * From cmaMax on the FIFO again, exchange or not.  cmaMax is 0 by
- * default, so auto offers no address: measured on this AMD guest the
- * FIFO beat this cross-memory attach path in exchanges too, 32 KiB to
- * 64 MiB (docs/performance.md, issue 19: the sender's accept and the
- * receiver's reads of the two directions do not overlap as vader's do).
- * MLAP2P_CMA_MAX=8M turns the exchange rule on.
+ * Sender first (lib/proto.h): may this send publish its plain buffer's
+ * address for the receiver to read with one process_vm_readv, as Open
+ * MPI's vader does?  MLAP2P_CMA=1: from cmaMin on (below, the system call
+ * and the handshake cost more than two copies through the FIFO).
+ * MLAP2P_CMA=auto: in an exchange only (the send is posted in a group, or
+ * this rank has a SIMPLE receive of cmaMin or more queued), of at least
+ * DP_AUTO_MIN and below cmaMax bytes.  In an exchange both messages are
+ * then published at once and each core copies the message it receives
+ * once, the two directions overlapping, where the FIFO has each core copy
+ * twice; one way the FIFO's two copies pipeline over both cores and won
+ * (docs/performance.md, issue 19).  The sender decides, the receiver
+ * follows the marker: the ends cannot disagree.  A region goes the offer's way: the
+ * receiver's own region is then written in place, with no system call.
  */
-static int dp_cma_exchange(const struct dp_link *r)
+static int dp_exchange(const struct dp *dp)
 {
-	const struct dp *dp = r->dp;
-	const struct mlap2p_request *req = r->qhead ? r->qhead->owner : NULL;
 	const struct dp_link *k;
 	const struct mlap2p_op *op;
 
-	/* A send that ended since this receive was posted overlapped it
-	 * (sent first in the same group, and done before our offer). */
-	if (req && dp->bigSendsDone != req->bigSendsDone)
+	if (mlap2p_group_depth() > 0)
 		return 1;
 	for (k = dp->active; k; k = k->activeNext)
 		for (op = k->qhead; op; op = op->next)
-			if (op->send && op->proto == NCCL_PROTO_SIMPLE &&
+			if (!op->send && op->proto == NCCL_PROTO_SIMPLE &&
 			    op->bytes >= dp->cmaMin)
 				return 1;
 	return 0;
+}
+
+int dp_publish(void *arg, const void *buf, size_t bytes)
+{
+	struct dp_link *k = arg;
+	const struct dp *dp = k->dp;
+	struct ncclRtIpcMemHandle ipc;
+	size_t offset, after;
+
+	if (!k->cma || bytes < dp->cmaMin)
+		return 0;
+	if (dp->cmaAuto && (bytes < DP_AUTO_MIN || bytes >= dp->cmaMax ||
+			    !dp_exchange(dp)))
+		return 0;
+	return mlap2p_region_lookup(k->dp->comm, buf, &ipc, &offset,
+				    &after) != 0;
 }
 
 int dp_describe(void *arg, const void *buf, size_t bytes,
@@ -60,10 +69,12 @@ int dp_describe(void *arg, const void *buf, size_t bytes,
 		return MLAP2P_DESCRIBE_HANDLE;
 	}
 	/* Below cmaMin the two copies through the FIFO cost less than the
-	 * system call and handshake (docs/performance.md). */
-	if (!k->cma || bytes < k->dp->cmaMin)
-		return 0;
-	if (k->dp->cmaAuto && (bytes >= k->dp->cmaMax || !dp_cma_exchange(k)))
+	 * system call and handshake (docs/performance.md).  Auto: a plain
+	 * send buffer is published by its sender instead (dp_publish); an
+	 * address offered here serves only a send from a region, which
+	 * would write it with process_vm_writev, and one-way that lost to
+	 * the FIFO (issue 19). */
+	if (!k->cma || k->dp->cmaAuto || bytes < k->dp->cmaMin)
 		return 0;
 	x->offset = (uintptr_t)buf;
 	return MLAP2P_DESCRIBE_ADDR;

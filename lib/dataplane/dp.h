@@ -50,7 +50,8 @@
 #define DP_LL128_MAX		(4UL << 10)	/* then LL128 up to this */
 #define DP_CHUNK		(128UL << 10)	/* SIMPLE bytes per step */
 #define DP_CMA_MIN		(32UL << 10)	/* cross-memory attach from */
-#define DP_CMA_MAX		0		/* auto: below this only (none) */
+#define DP_CMA_MAX		(8UL << 20)	/* auto: sender first below this */
+#define DP_AUTO_MIN		(128UL << 10)	/* auto: sender first from this */
 #define DP_NT_MIN		(8UL << 20)	/* streaming copy-out from */
 #define DP_SMALL_MAX		MLAP2P_LL128_SMALL	/* dp_small() up to this */
 #define DP_PEER_TIMEOUT_MS	5000
@@ -67,7 +68,8 @@ struct dp_link {
 	int err;			/* broken: every new op fails so */
 	uint64_t ops;			/* completed, for the dump */
 	uint64_t direct;		/* of which single copy */
-	int cma;			/* may offer plain buffers' addresses */
+	int cma;			/* may offer (receive) or publish (send)
+					 * plain buffers' addresses */
 	int peerChecked;		/* write_peer: 1 pid verified, -1 not */
 	int pidfd;			/* the peer's process, or -1 */
 	uint64_t cmaNext;		/* where the message's next step goes */
@@ -92,7 +94,6 @@ struct dp {
 	int noDirect;
 	int noCma;
 	int cmaAuto;			/* offer addresses in exchanges only */
-	uint64_t bigSendsDone;		/* SIMPLE sends of cmaMin or more */
 	uint64_t cmaMin;		/* smaller messages: the FIFO */
 	uint64_t cmaMax;		/* auto: this and larger, the FIFO */
 	uint64_t ntMin;			/* link->ntMin */
@@ -111,7 +112,6 @@ struct mlap2p_request {
 	struct dp *dp;
 	int status;
 	int done;
-	uint64_t bigSendsDone;		/* dp's, when posted (MLAP2P_CMA=auto) */
 	struct mlap2p_request *groupNext;
 	/* A collective's request (lib/coll/): no op; waits call poll(ext),
 	 * which ends it with mlap2p_request_ext_done(). */
@@ -129,6 +129,7 @@ void dp_quiesce(struct dp *dp);
 int dp_describe(void *arg, const void *buf, size_t bytes,
 		struct mlap2p_xchg *x);
 int dp_net_reg(void *arg, const void *buf, size_t bytes);
+int dp_publish(void *arg, const void *buf, size_t bytes);
 int dp_read_peer(void *arg, uint64_t addr, void *dst, size_t bytes);
 int dp_resolve(void *arg, const struct mlap2p_xchg *x, void **ptr);
 int dp_write_peer(void *arg, uint64_t addr, const void *src,

@@ -316,8 +316,9 @@ struct dp_link *dp_link_on(struct dp *dp, int ch, int peer, int send,
 	/* NET: long SIMPLE receives land in the buffer, not the slots. */
 	if (!send && conn->mode == MLAP2P_CONN_NET && !dp->noDirect)
 		k->l.flags |= MLAP2P_LINK_NETRECV;
-	/* A plain buffer can be offered to a peer process on this host. */
-	k->cma = !dp->noCma && !send && !conn->read &&
+	/* A plain buffer can be offered (receive) or published (send) to a
+	 * peer process on this host. */
+	k->cma = !dp->noCma && !conn->read &&
 		 (conn->mode == MLAP2P_CONN_DIRECT ||
 		  conn->mode == MLAP2P_CONN_IPC) &&
 		 comm->peerInfo[peer].hostHash ==
@@ -330,6 +331,7 @@ struct dp_link *dp_link_on(struct dp *dp, int ch, int peer, int send,
 	k->l.write_peer = dp_write_peer;
 	k->l.read_peer = dp_read_peer;
 	k->l.reg = dp_net_reg;
+	k->l.publish = dp_publish;
 	k->l.arg = k;
 	k->l.head = 0;
 	k->l.tail = 0;

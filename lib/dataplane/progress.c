@@ -62,9 +62,6 @@ void dp_complete(struct dp_link *k, int status)
 	if (!status && op->proto == NCCL_PROTO_SIMPLE &&
 	    op->mode != MLAP2P_MODE_FIFO && op->mode != MLAP2P_MODE_REFUSED)
 		k->direct++;
-	if (!status && op->send && op->proto == NCCL_PROTO_SIMPLE &&
-	    op->bytes >= k->dp->cmaMin)
-		k->dp->bigSendsDone++;
 	if (status && !k->err)
 		k->err = status;
 	dp_unland(k, op, status);
@@ -177,7 +174,6 @@ int dp_post(struct dp *dp, struct mlap2p_request *req, int ch, int send,
 	req->status = 0;
 	req->done = 0;
 	req->groupNext = NULL;
-	req->bigSendsDone = dp->bigSendsDone;
 	req->poll = NULL;
 	req->ext = NULL;
 	k = ch < 0 ? dp_link(dp, peer, send, &ret, 0) :

@@ -79,6 +79,31 @@
  * takes any step) takes none, and the sender writes them all
  * (MLAP2P_LINK_NOPULL once it is refused for good).
  *
+ * Sender first (MODE_PULL; write mode across processes).  A send whose
+ * plain buffer link->publish() accepts does not wait for the receiver's
+ * offer: when it starts (at the post, if the link is idle and it has
+ * credit) it writes a struct mlap2p_pull {first, its buffer's address,
+ * bytes} into its first step's slot, sizesFifo[slot] = MLAP2P_SIZE_PULL,
+ * and releases *tail = first + 1; so in an exchange both messages are
+ * published before either end copies anything, as Open MPI's vader does.
+ * The receiver still publishes its offer first, as for every message (so
+ * a sender that does not publish finds it), and then, seeing the marker on
+ * the first step, reads the whole message into op->buf with one
+ * link->read_peer call, stores x->pulled = (first + 1) << 2 | MLAP2P_PULL_*
+ * and releases *head = first + 1.  The sender, once *head says so, takes
+ * the receiver's offer out of ptrExchange (it must be there, for this
+ * message: the receiver offered before it looked at the step) and reads
+ * x->pulled: MLAP2P_PULL_DONE, the message took one step and the send
+ * completes (the buffer may be reused only now, as for every send).
+ * MLAP2P_PULL_AGAIN (-EFAULT) or MLAP2P_PULL_NEVER (-EPERM, -ENOSYS: Yama,
+ * no CONFIG_CROSS_MEMORY_ATTACH; the sender then sets
+ * MLAP2P_LINK_NOPUBLISH and publishes no more): the sender pushes the
+ * whole message through the slots in steps first + 1, ... marked ~n as
+ * MODE_REFUSED, and the message took 1 + its steps.  The sender decides
+ * and the receiver follows the marker, so the ends agree by construction;
+ * a receiver that gives up before the marker arrives only withdraws its
+ * offer as usual, the sender never writes into its process.
+ *
  * A consequence worth knowing: a SIMPLE send waits for its receive to be
  * posted (a rendezvous), as NCCL's does; post both inside a group.
  *
@@ -148,7 +173,29 @@ struct mlap2p_xchg {
 	uint64_t src;		/* sender: its buffer's address, to pull from */
 	uint64_t split;		/* sender: step + 1 once src is valid */
 	uint64_t claim;		/* steps taken: front (sender) | back << 32 */
+	uint64_t pulled;	/* receiver of a sender-first message:
+				 * (step + 1) << 2 | MLAP2P_PULL_* */
 };
+
+/*
+ * Sender first: sizesFifo[slot] of the message's first step, whose slot
+ * then holds a struct mlap2p_pull (not payload).  No payload size can be
+ * this (a step carries less than INT32_MAX bytes, so ~n > INT32_MIN).
+ */
+#define MLAP2P_SIZE_PULL	INT32_MIN
+
+struct mlap2p_pull {
+	uint64_t step;		/* the message's first step */
+	uint64_t addr;		/* the send buffer, in the sender's process */
+	uint64_t bytes;		/* the message's size */
+};
+
+/* How the receiver of a sender-first message answers (x->pulled & 3). */
+#define MLAP2P_PULL_DONE	0	/* read it all: the send is complete */
+#define MLAP2P_PULL_AGAIN	1	/* could not (-EFAULT): push this one
+					 * through the slots */
+#define MLAP2P_PULL_NEVER	2	/* not allowed (-EPERM, -ENOSYS): push
+					 * it, and never publish again */
 
 _Static_assert(MLAP2P_XCHG_OFFSET >= offsetof(struct ncclSendMem, ptrExchange) +
 	       CACHE_LINE_SIZE, "descriptor must not share ptrExchange's line");
@@ -172,6 +219,8 @@ _Static_assert(MLAP2P_XCHG_OFFSET + sizeof(struct mlap2p_xchg) <= MEM_ALIGN,
 #define MLAP2P_LINK_NETRECV	0x20	/* a proxy may have received a SIMPLE
 					 * step in place: ptrsFifo[slot] says */
 #define MLAP2P_LINK_NOPULL	0x40	/* read_peer was refused: stop trying */
+#define MLAP2P_LINK_NOPUBLISH	0x80	/* the peer may not read our process:
+					 * no sender-first message */
 
 /*
  * One end of a connection as the engines see it.  The callbacks belong to
@@ -207,6 +256,11 @@ struct mlap2p_link {
 	 * (it lies in one region the fabric registered)?  1 yes, 0 no: the
 	 * slots carry it.  Called once per SIMPLE send, when it starts. */
 	int (*reg)(void *arg, const void *buf, size_t bytes);
+	/* Sender first: may this send publish [buf, buf+bytes) by address
+	 * for the receiver to read (a plain buffer the peer process can
+	 * reach with read_peer)?  1 yes, 0 no.  Called once per SIMPLE send
+	 * across processes in write mode, when it starts. */
+	int (*publish)(void *arg, const void *buf, size_t bytes);
 	void *arg;
 
 	/* engine state that outlives one message */
@@ -228,6 +282,8 @@ struct mlap2p_link {
 					 * slots carry the data, sizes ~n */
 #define MLAP2P_MODE_NETPTR	5	/* the proxy sends from the sender's
 					 * buffer (ptrsFifo); no copy */
+#define MLAP2P_MODE_PULL	6	/* sender first: the receiver read the
+					 * whole message with read_peer */
 
 struct mlap2p_op {
 	/* set by the caller */

@@ -30,7 +30,7 @@
 
 #include "proto/proto.h"
 
-enum { SIMPLE_XCHG, SIMPLE_STEPS, SIMPLE_DRAIN };
+enum { SIMPLE_XCHG, SIMPLE_STEPS, SIMPLE_DRAIN, SIMPLE_PUBLISH, SIMPLE_PULLED };
 
 static inline struct mlap2p_xchg *simple_xchg(struct ncclConnInfo *conn)
 {
@@ -83,12 +83,85 @@ static inline int simple_provider(const struct mlap2p_op *op)
 	return !!(op->link->flags & MLAP2P_LINK_READ) == !!op->send;
 }
 
+/* Sender first (lib/proto.h): may this send publish its buffer? */
+static int simple_sender_first(const struct mlap2p_op *op)
+{
+	const struct mlap2p_link *link = op->link;
+
+	return op->send && op->bytes && link->conn->ptrExchange &&
+	       link->publish &&
+	       !(link->flags & (MLAP2P_LINK_READ | MLAP2P_LINK_SAMEPROC |
+				MLAP2P_LINK_NODIRECT | MLAP2P_LINK_NOPUBLISH)) &&
+	       link->publish(link->arg, op->buf, op->bytes) == 1;
+}
+
+/* Sender first: the header into the first step's slot, once it has
+ * credit; the receiver reads the rest from our buffer. */
+static int simple_publish(struct mlap2p_op *op)
+{
+	struct mlap2p_link *link = op->link;
+	struct mlap2p_pull *h;
+
+	if (!mlap2p_has_credit(link, op->first))
+		return MLAP2P_OP_IDLE;
+	h = (struct mlap2p_pull *)simple_slot(op, op->first);
+	h->step = op->first;
+	h->addr = (uintptr_t)op->buf;
+	h->bytes = op->bytes;
+	simple_sizes(link->conn)[op->first % NCCL_STEPS] = MLAP2P_SIZE_PULL;
+	mlap2p_store_release(link->conn->tail, op->first + 1);
+	op->state = SIMPLE_PULLED;
+	return MLAP2P_OP_MOVED;
+}
+
+/*
+ * Sender first, *head = first + 1: the receiver has answered.  Take its
+ * offer for this message out of ptrExchange, then complete or push the
+ * message through the slots.
+ */
+static int simple_pulled(struct mlap2p_op *op)
+{
+	struct mlap2p_link *link = op->link;
+	struct ncclConnInfo *conn = link->conn;
+	struct mlap2p_xchg *x = simple_xchg(conn);
+	void **px = conn->ptrExchange;
+	uint64_t v, tag = op->first + 1;
+	void *val;
+
+	if (mlap2p_load_acquire(conn->head) < tag)
+		return MLAP2P_OP_IDLE;
+	link->head = tag;
+	v = __atomic_load_n(&x->pulled, __ATOMIC_RELAXED);
+	val = __atomic_load_n(px, __ATOMIC_ACQUIRE);
+	if (v >> 2 != tag || !val || x->step != op->first)
+		return -EPROTO;
+	/* An address offer the receiver could still withdraw (it will
+	 * not, having answered): take it the same way. */
+	if (!__atomic_compare_exchange_n(px, &val, NULL, false,
+					 __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+		return -EPROTO;
+	op->step = tag;
+	if ((v & 3) == MLAP2P_PULL_DONE) {
+		op->left = 0;
+		op->off = op->bytes;
+		conn->step = op->step;
+		return MLAP2P_OP_DONE;
+	}
+	if ((v & 3) == MLAP2P_PULL_NEVER)
+		link->flags |= MLAP2P_LINK_NOPUBLISH;
+	else if ((v & 3) != MLAP2P_PULL_AGAIN)
+		return -EPROTO;
+	op->mode = MLAP2P_MODE_REFUSED;
+	op->state = SIMPLE_STEPS;
+	return MLAP2P_OP_MOVED;
+}
+
 int mlap2p_simple_start(struct mlap2p_op *op)
 {
 	struct ncclConnInfo *conn = op->link->conn;
 
 	op->perStep = mlap2p_proto_step_bytes(op->link, NCCL_PROTO_SIMPLE);
-	if (!op->perStep || op->perStep > INT32_MAX ||
+	if (!op->perStep || op->perStep >= INT32_MAX ||
 	    !conn->buffs[NCCL_PROTO_SIMPLE])
 		return -EINVAL;
 	op->first = op->step = conn->step;
@@ -108,6 +181,11 @@ int mlap2p_simple_start(struct mlap2p_op *op)
 	    (op->link->flags & MLAP2P_LINK_NETPTR) && op->link->reg &&
 	    op->link->reg(op->link->arg, op->buf, op->bytes) == 1)
 		op->mode = MLAP2P_MODE_NETPTR;
+	if (simple_sender_first(op)) {
+		op->mode = MLAP2P_MODE_PULL;
+		op->state = SIMPLE_PUBLISH;
+		simple_publish(op);	/* now, if there is credit */
+	}
 	return 0;
 }
 
@@ -465,6 +543,46 @@ static int simple_recv_split(struct mlap2p_op *op)
 	}
 }
 
+/*
+ * Receiver, the first step is a sender-first header: read the whole
+ * message from the sender's buffer in one read_peer call and answer
+ * (lib/proto.h).  Refused: the sender pushes it through the slots next.
+ */
+static int simple_recv_pull(struct mlap2p_op *op)
+{
+	struct mlap2p_link *link = op->link;
+	struct ncclConnInfo *conn = link->conn;
+	const struct mlap2p_pull *h = (const void *)simple_slot(op, op->first);
+	uint64_t tag = op->first + 1, code = MLAP2P_PULL_DONE;
+	int ret;
+
+	if (h->step != op->first || h->bytes != op->bytes)
+		return -EPROTO;	/* the two ends disagree on the message */
+	/* The sender takes our offer back itself, once we answer. */
+	op->offeredAddr = 0;
+	ret = link->read_peer ? link->read_peer(link->arg, h->addr, op->buf,
+						op->bytes) : -ENOSYS;
+	if (ret == -EPERM || ret == -ENOSYS)
+		code = MLAP2P_PULL_NEVER;
+	else if (ret == -EFAULT)
+		code = MLAP2P_PULL_AGAIN;
+	else if (ret)
+		return ret;	/* -ECONNRESET: the sender died */
+	__atomic_store_n(&simple_xchg(conn)->pulled, tag << 2 | code,
+			 __ATOMIC_RELAXED);
+	op->step = tag;
+	mlap2p_store_release(conn->head, tag);
+	if (code == MLAP2P_PULL_DONE) {
+		op->mode = MLAP2P_MODE_PULL;
+		op->left = 0;
+		op->off = op->bytes;
+		conn->step = tag;
+		return MLAP2P_OP_DONE;
+	}
+	op->mode = MLAP2P_MODE_REFUSED;	/* op->left steps through the slots */
+	return MLAP2P_OP_MOVED;
+}
+
 static int simple_recv_steps(struct mlap2p_op *op)
 {
 	struct mlap2p_link *link = op->link;
@@ -482,6 +600,10 @@ static int simple_recv_steps(struct mlap2p_op *op)
 		if (!mlap2p_has_data(link, s))
 			return moved ? MLAP2P_OP_MOVED : MLAP2P_OP_IDLE;
 		size = sizes[s % NCCL_STEPS];
+		/* sender first: it published its buffer's address */
+		if (size == MLAP2P_SIZE_PULL && s == op->first &&
+		    conn->ptrExchange && op->mode != MLAP2P_MODE_READ)
+			return simple_recv_pull(op);
 		/* the sender refused our address: the slots carry it all */
 		if (op->offeredAddr && !op->off && size == ~(int)n)
 			op->mode = MLAP2P_MODE_REFUSED;
@@ -519,6 +641,10 @@ int mlap2p_simple_progress(struct mlap2p_op *op)
 		return ret == MLAP2P_OP_IDLE ? MLAP2P_OP_MOVED : ret;
 	case SIMPLE_STEPS:
 		return op->send ? simple_send_steps(op) : simple_recv_steps(op);
+	case SIMPLE_PUBLISH:
+		return simple_publish(op);
+	case SIMPLE_PULLED:
+		return simple_pulled(op);
 	case SIMPLE_DRAIN:
 		/* Read mode and split: the receiver copies from our buffer
 		 * until *head catches up with the last step; NETPTR: the proxy
