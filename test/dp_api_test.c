@@ -665,14 +665,39 @@ TEST_F_TIMEOUT(solo, isend_irecv_test_wait, 180)
  * rank 1 within MLAP2P_PEER_TIMEOUT.  A sender writing into the dead
  * receiver by cross-memory attach learns it from process_vm_writev().
  */
+/*
+ * The survivor of a killed peer: its call (begun at @t0) must fail with
+ * -ECONNRESET naming rank 1 within MLAP2P_PEER_TIMEOUT (2 s) and a loaded
+ * machine's slack; then it aborts.  GONE, or the failing check's code.
+ */
+static int survivor_verdict(struct mlap2p_comm *comm, void *buf, int ret,
+			    const struct timespec *t0)
+{
+	struct timespec t1;
+	double s;
+
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	s = (t1.tv_sec - t0->tv_sec) + (t1.tv_nsec - t0->tv_nsec) * 1e-9;
+	fprintf(stderr, "# survivor: %s after %.2f s: %s\n", strerror(-ret), s,
+		mlap2p_last_error());
+	if (ret != -ECONNRESET)
+		return 62;
+	if (!strstr(mlap2p_last_error(), "peer rank 1"))
+		return 63;
+	if (s > 3.0)
+		return 64;
+	mlap2p_comm_abort(comm);
+	free(buf);
+	return GONE;
+}
+
 static int dead_body(struct job *j, int rank, struct mlap2p_comm *comm)
 {
 	const int *victimSends = j->arg;
 	int other = !rank, ret;
 	size_t n = 64 * MiB;
 	unsigned char *buf = malloc(n);
-	struct timespec t0, t1;
-	double s;
+	struct timespec t0;
 
 	if (!buf || mlap2p_connect_peers(comm, 1, 1, &other, 1, &other))
 		return 60;
@@ -708,19 +733,7 @@ static int dead_body(struct job *j, int rank, struct mlap2p_comm *comm)
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	ret = *victimSends ? mlap2p_recv(comm, buf, n, other) :
 			     mlap2p_send(comm, buf, n, other);
-	clock_gettime(CLOCK_MONOTONIC, &t1);
-	s = (t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) * 1e-9;
-	fprintf(stderr, "# survivor: %s after %.2f s: %s\n", strerror(-ret), s,
-		mlap2p_last_error());
-	if (ret != -ECONNRESET)
-		return 62;
-	if (!strstr(mlap2p_last_error(), "peer rank 1"))
-		return 63;
-	if (s > 3.0)	/* MLAP2P_PEER_TIMEOUT=2s, plus a loaded machine's slack */
-		return 64;
-	mlap2p_comm_abort(comm);
-	free(buf);
-	return GONE;
+	return survivor_verdict(comm, buf, ret, &t0);
 }
 
 static void dead_run(struct __test_metadata *_metadata, int victimSends)
@@ -1420,8 +1433,7 @@ static int sf_dead_body(struct job *j, int rank, struct mlap2p_comm *comm)
 	int other = !rank, ret = 0, i;
 	size_t n = 64 * MiB;
 	unsigned char *buf = malloc(n);
-	struct timespec t0, t1;
-	double s;
+	struct timespec t0;
 
 	if (!buf || mlap2p_connect_peers(comm, 1, 1, &other, 1, &other))
 		return 60;
@@ -1445,19 +1457,7 @@ static int sf_dead_body(struct job *j, int rank, struct mlap2p_comm *comm)
 		if (!ret && wrong(buf, n, 7))
 			return 67;
 	}
-	clock_gettime(CLOCK_MONOTONIC, &t1);
-	s = (t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) * 1e-9;
-	fprintf(stderr, "# survivor: receive %d: %s after %.2f s: %s\n", i,
-		strerror(-ret), s, mlap2p_last_error());
-	if (ret != -ECONNRESET)
-		return 62;
-	if (!strstr(mlap2p_last_error(), "peer rank 1"))
-		return 63;
-	if (s > 3.0)	/* MLAP2P_PEER_TIMEOUT=2s, plus a loaded machine's slack */
-		return 64;
-	mlap2p_comm_abort(comm);
-	free(buf);
-	return GONE;
+	return survivor_verdict(comm, buf, ret, &t0);
 }
 
 TEST_F_TIMEOUT(solo, sender_first_dead_sender, 180)
