@@ -178,8 +178,9 @@ int check_peers(struct cop *o)
 int run_ops(struct cop **ops, int n)
 {
 	uint32_t idle = 0, yield = ops[0]->c->spinYield;
-	int64_t nextCheck = 0;	/* 20 ms after the ops first stall: a call
-				 * that never waits reads no clock */
+	int64_t nextCheck = 0, now;	/* 20 ms after the ops first stall:
+					 * a call that never waits reads no
+					 * clock */
 	int left = n, i, j, first = 0;
 
 	while (left) {
@@ -210,10 +211,13 @@ int run_ops(struct cop **ops, int n)
 			idle = yield;
 			sched_yield();
 		}
-		if ((idle & 15) == 0 && !nextCheck) {
-			nextCheck = mlap2p_now_ms() + 20;
-		} else if ((idle & 15) == 0 && mlap2p_now_ms() >= nextCheck) {
-			nextCheck = mlap2p_now_ms() + 20;
+		if (idle & 15)
+			continue;
+		now = mlap2p_now_ms();
+		if (!nextCheck)
+			nextCheck = now + 20;
+		if (now >= nextCheck) {
+			nextCheck = now + 20;
 			for (i = 0; i < n; i++) {
 				int ret;
 
