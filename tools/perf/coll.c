@@ -583,7 +583,6 @@ static int run_pair(struct mlap2p_comm *comm, int rank, unsigned char *sbuf,
 	r->ratio = q[PAIR_BURSTS / 2];
 	r->lo = q[PAIR_BURSTS / 4];
 	r->hi = q[PAIR_BURSTS - 1 - PAIR_BURSTS / 4];
-	r->ipUsec = -1;
 	return 0;
 }
 
@@ -601,29 +600,17 @@ int coll_run(struct mlap2p_comm *comm, int rank)
 		struct row *r = &sh->rows[sh->nrows];
 		double us = 0, ipus = -1;
 		long w = 0, ipw = -1;
+		struct row pr = { 0 };
 
-		if (o.pair) {
+		if (o.pair && !o.iters)
+			iters = iters / 8 + 1;
+		if (o.pair)
 			ret = run_pair(comm, rank, sbuf, rbuf, bytes, count,
-				       o.iters ? iters : iters / 8 + 1, r);
-			if (ret)
-				break;
-			if (rank == 0) {
-				r->test = TEST_COLL;
-				r->proto = -1;
-				r->bytes = bytes;
-				r->count = count;
-				r->iters = o.iters ? iters : iters / 8 + 1;
-				if (sh->nrows < MAX_SIZES)
-					sh->nrows++;
-			}
-			barrier();
-			if (b == o.maxBytes)
-				break;
-			continue;
-		}
-		ret = run_variant(comm, rank, sbuf, rbuf, bytes, count, 0,
-				  iters, &us, &w);
-		if (!ret && o.coll != COLL_ALLTOALL)
+				       iters, &pr);
+		else
+			ret = run_variant(comm, rank, sbuf, rbuf, bytes, count,
+					  0, iters, &us, &w);
+		if (!ret && !o.pair && o.coll != COLL_ALLTOALL)
 			ret = run_variant(comm, rank, sbuf, rbuf, bytes, count,
 					  1, iters, &ipus, &ipw);
 		if (ret)
@@ -639,6 +626,13 @@ int coll_run(struct mlap2p_comm *comm, int rank)
 			r->wrong = w;
 			r->ipUsec = ipus;
 			r->ipWrong = ipw;
+			if (o.pair) {
+				r->usec = pr.usec;
+				r->baseUsec = pr.baseUsec;
+				r->ratio = pr.ratio;
+				r->lo = pr.lo;
+				r->hi = pr.hi;
+			}
 			if (sh->nrows < MAX_SIZES)
 				sh->nrows++;
 		}
