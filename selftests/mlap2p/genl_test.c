@@ -2,12 +2,13 @@
 /*
  * genl_test: the "mlap2p" generic netlink family, its topology and stats
  * commands: family resolution; GET_TOPO against GET_INFO and DEV_INFO;
- * GET_STATS following allocations; SET_TOPO applying all or nothing, its
- * merge rule, and every rejection with its errno and extack: nothing to
- * set, out-of-range values (-ERANGE), wrong lengths and unknown attributes
- * (-EINVAL), inconsistent topologies (-EINVAL, the blamed attribute's
- * offset), no CAP_NET_ADMIN over the initial user namespace (-EPERM and
- * its message) and live regions (-EBUSY).
+ * GET_STATS following allocations; threads asking at once getting their
+ * own answers; SET_TOPO applying all or nothing, its merge rule, and every
+ * rejection with its errno and extack: nothing to set, out-of-range values
+ * (-ERANGE), wrong lengths and unknown attributes (-EINVAL), inconsistent
+ * topologies (-EINVAL, the blamed attribute's offset), no CAP_NET_ADMIN
+ * over the initial user namespace (-EPERM and its message) and live
+ * regions (-EBUSY).
  *
  * The fixture saves the topology and every test that changes it puts it
  * back in the teardown.  Region tests are in genl_region_test.c, events in
@@ -15,6 +16,8 @@
  */
 #include "genl_util.h"
 #include "kselftest_harness.h"
+
+#include <pthread.h>
 
 FIXTURE(genl) {
 	struct gt_sock s;
@@ -79,6 +82,74 @@ TEST_F(genl, reserved_header_field_rejected)
 	gt_cmd(&self->s, &m, MLAP2P_CMD_GET_TOPO, 0);
 	((struct genlmsghdr *)NLMSG_DATA(&m.nlh))->reserved = 1;
 	EXPECT_EQ(-EINVAL, gt_request(&self->s, &m, NULL, NULL));
+}
+
+/* One thread asking @cmd over and over, each time on a new socket. */
+struct genl_asker {
+	__u8 cmd;
+	int ret, rounds, answers;
+};
+
+#define GENL_ASK_ROUNDS	200
+
+/* A data message must answer the asker's own command. */
+static int genl_asker_cb(const struct nlmsghdr *nlh, void *arg)
+{
+	const struct nlattr *tb[MLAP2P_A_MAX + 1];
+	struct genl_asker *a = arg;
+	__u8 cmd;
+
+	if (gt_genl_attrs(nlh, tb, MLAP2P_A_MAX, &cmd) || cmd != a->cmd)
+		return -EPROTO;
+	a->answers++;
+	return 0;
+}
+
+static void *genl_ask(void *arg)
+{
+	struct genl_asker *a = arg;
+	struct gt_sock s;
+	struct gt_msg m;
+
+	for (; a->rounds < GENL_ASK_ROUNDS; a->rounds++) {
+		a->ret = gt_connect(&s);
+		if (a->ret)
+			break;
+		gt_cmd(&s, &m, a->cmd, 0);
+		a->ret = gt_request(&s, &m, genl_asker_cb, a);
+		gt_close(&s);
+		if (a->ret)
+			break;
+	}
+	return NULL;
+}
+
+/*
+ * Two threads resolving the family and asking at once, each on its own
+ * socket, each get their own answers: all of them, none of the other's.
+ * (The fuzzer's threads do this; with one receive buffer for all, one of
+ * them waited for an ack the other had read.)
+ */
+TEST_F(genl, threads_get_their_own_answers)
+{
+	struct genl_asker a[2] = {
+		{ .cmd = MLAP2P_CMD_GET_TOPO },
+		{ .cmd = MLAP2P_CMD_GET_STATS },
+	};
+	pthread_t tid[2];
+	int i;
+
+	for (i = 0; i < 2; i++)
+		ASSERT_EQ(0, pthread_create(&tid[i], NULL, genl_ask, &a[i]));
+	for (i = 0; i < 2; i++)
+		ASSERT_EQ(0, pthread_join(tid[i], NULL));
+	for (i = 0; i < 2; i++) {
+		EXPECT_EQ(0, a[i].ret) {
+			TH_LOG("thread %d, round %d", i, a[i].rounds);
+		}
+		EXPECT_EQ(GENL_ASK_ROUNDS, a[i].rounds);
+		EXPECT_EQ(GENL_ASK_ROUNDS, a[i].answers);
+	}
 }
 
 /* ------------------------------------------------------------------ */

@@ -6,6 +6,8 @@
 #include "genl_util.h"
 #include "kselftest.h"
 
+#include <sys/time.h>
+
 void gt_msg_init(struct gt_msg *m, __u16 type, __u16 flags, __u8 cmd)
 {
 	struct genlmsghdr *g;
@@ -183,6 +185,7 @@ int gt_done(struct gt_sock *s, const struct nlmsghdr *nlh)
 
 int gt_open(struct gt_sock *s)
 {
+	struct timeval tmo = { .tv_sec = GT_RECV_TIMEOUT_S };
 	struct sockaddr_nl sa = { .nl_family = AF_NETLINK };
 	int one = 1;
 
@@ -192,7 +195,8 @@ int gt_open(struct gt_sock *s)
 		return -errno;
 	if (bind(s->fd, (struct sockaddr *)&sa, sizeof(sa)) ||
 	    setsockopt(s->fd, SOL_NETLINK, NETLINK_EXT_ACK, &one,
-		       sizeof(one))) {
+		       sizeof(one)) ||
+	    setsockopt(s->fd, SOL_SOCKET, SO_RCVTIMEO, &tmo, sizeof(tmo))) {
 		int err = -errno;
 
 		close(s->fd);
@@ -212,7 +216,11 @@ void gt_close(struct gt_sock *s)
 
 int gt_request(struct gt_sock *s, struct gt_msg *m, gt_cb cb, void *arg)
 {
-	static char buf[65536];
+	/*
+	 * One per thread: with one for all, a thread could parse another's
+	 * answer, miss the ack of its own and wait for it forever.
+	 */
+	static __thread char buf[65536];
 	int cb_err = 0, ret;
 	ssize_t n;
 
@@ -230,6 +238,9 @@ int gt_request(struct gt_sock *s, struct gt_msg *m, gt_cb cb, void *arg)
 		if (n < 0) {
 			if (errno == EINTR)
 				continue;
+			/* SO_RCVTIMEO: the kernel owes an answer and sent none. */
+			if (errno == EAGAIN)
+				return -ETIMEDOUT;
 			return -errno;
 		}
 		for (nlh = (struct nlmsghdr *)buf; NLMSG_OK(nlh, (__u32)n);
@@ -348,8 +359,8 @@ int gt_subscribe(struct gt_sock *s)
 
 int gt_next_event(struct gt_sock *s, struct gt_msg *m, int timeout_ms)
 {
-	static char buf[65536];
-	static ssize_t len, pos;
+	static __thread char buf[65536];
+	static __thread ssize_t len, pos;
 	struct pollfd pfd = { .fd = s->fd, .events = POLLIN };
 	struct nlmsghdr *nlh;
 	int ret;

@@ -116,14 +116,21 @@ int gt_error(struct gt_sock *s, const struct nlmsghdr *nlh);
 /* The status a dump's NLMSG_DONE carries, its extack noted in @s. */
 int gt_done(struct gt_sock *s, const struct nlmsghdr *nlh);
 
+/*
+ * A genl socket bound and with extended acks.  Each recv() waits at most
+ * GT_RECV_TIMEOUT_S: no test hangs on an answer the kernel never sends.
+ */
+#define GT_RECV_TIMEOUT_S	10
 int gt_open(struct gt_sock *s);
 
 void gt_close(struct gt_sock *s);
 
 /*
  * Send @m and read its answer: data messages go to @cb, the ack or DONE
- * ends it.  Returns the kernel's status (0 or -errno), or the first
- * negative return of @cb once the answer is drained.
+ * ends it.  Returns the kernel's status (0 or -errno), the first negative
+ * return of @cb once the answer is drained, or -ETIMEDOUT when no part of
+ * the answer came for GT_RECV_TIMEOUT_S.  Threads may call it at once, each
+ * on its own socket.
  */
 int gt_request(struct gt_sock *s, struct gt_msg *m, gt_cb cb, void *arg);
 
