@@ -31,6 +31,7 @@
 #include "mlap2p_util.h"
 #include "kselftest_harness.h"
 
+#include <dirent.h>
 #include <pthread.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
@@ -46,6 +47,7 @@
 #define FUZZ_DEFAULT_SECONDS	30
 #define FUZZ_MAX_SECONDS	120
 #define FUZZ_BAD_MAX		20	/* unexpected results printed */
+#define FUZZ_GRACE		30	/* s a worker may take past its deadline */
 
 /* Limits the fuzz runs under (restored after): they bound its memory. */
 #define FUZZ_REGIONS_PER_FILE	48
@@ -728,6 +730,8 @@ static void op_fork(struct fuzz_thread *t)
 		pthread_mutex_init(&w->lock, NULL);
 		pthread_rwlock_init(&w->fdlock, NULL);
 		t->genl = false;	/* the socket is the parent's */
+		/* Gone with the thread that forked it, or in 20 s at most. */
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
 		alarm(20);
 		t->rng = mix_seed(t->rng, (__u64)getpid());
 		thread_ops(t, 1 + (int)rnd_below(&t->rng, 40), true);
@@ -755,6 +759,7 @@ static void op_genl(struct fuzz_thread *t)
 	struct nlattr *nest;
 	struct gt_topo topo;
 	struct gt_msg m;
+	int ret;
 	__u64 id;
 	__u8 cmd;
 
@@ -765,20 +770,20 @@ static void op_genl(struct fuzz_thread *t)
 	case 0:
 		id = one_in(&t->rng, 2) ? 1 + rnd_below(&t->rng, 4096) :
 					  rnd(&t->rng);
-		gt_get_regions(s, id ? id : 1, MLAP2P_NO_MLA, &l);
+		ret = gt_get_regions(s, id ? id : 1, MLAP2P_NO_MLA, &l);
 		break;
 	case 1:
-		gt_get_regions(s, 0, one_in(&t->rng, 2) ? MLAP2P_NO_MLA :
-					  rnd_mla(t), &l);
+		ret = gt_get_regions(s, 0, one_in(&t->rng, 2) ?
+					   MLAP2P_NO_MLA : rnd_mla(t), &l);
 		break;
 	case 2:
 		gt_cmd(s, &m, MLAP2P_CMD_GET_STATS, 0);
-		gt_request(s, &m, NULL, NULL);
+		ret = gt_request(s, &m, NULL, NULL);
 		break;
 	case 3:
 		gt_cmd(s, &m, MLAP2P_CMD_GET_TOPO,
 		       one_in(&t->rng, 2) ? NLM_F_DUMP : 0);
-		gt_request(s, &m, NULL, NULL);
+		ret = gt_request(s, &m, NULL, NULL);
 		break;
 	case 4:
 		/*
@@ -791,7 +796,7 @@ static void op_genl(struct fuzz_thread *t)
 			topo.num_devices = (__u32)rnd(&t->rng) % 80;
 			topo.capacity = rnd(&t->rng);
 		}
-		gt_set_topo(s, &topo);
+		ret = gt_set_topo(s, &topo);
 		break;
 	default:
 		/*
@@ -813,9 +818,12 @@ static void op_genl(struct fuzz_thread *t)
 		}
 		if (nest)
 			gt_nest_end(&m, nest);
-		gt_request(s, &m, NULL, NULL);
+		ret = gt_request(s, &m, NULL, NULL);
 		break;
 	}
+	/* Any answer will do, but there must be one. */
+	if (ret == -ETIMEDOUT)
+		bad(t, "genl request (no answer)", ret);
 	pthread_mutex_unlock(&t->w->genl_lock);
 }
 
@@ -887,16 +895,23 @@ static void *thread_main(void *arg)
 	return NULL;
 }
 
-static int worker_main(struct fuzz_worker *w)
+static int worker_main(struct fuzz_worker *w, pid_t test)
 {
 	struct fuzz_thread t[FUZZ_THREADS];
 	pthread_t tid[FUZZ_THREADS];
 	int i, fd;
 
-	if (prctl(PR_SET_PDEATHSIG, SIGKILL))
-		return 2;
+	/*
+	 * A change of uid clears the parent-death signal, so it is set
+	 * after; then the test may already have gone (killed on its
+	 * timeout): a worker never outlives it, with the memory it holds.
+	 */
 	if (w->nobody && kt_become_nobody())
 		return 3;
+	if (prctl(PR_SET_PDEATHSIG, SIGKILL))
+		return 2;
+	if (getppid() != test)
+		return 2;
 	pthread_rwlock_init(&w->fdlock, NULL);
 	pthread_mutex_init(&w->lock, NULL);
 	pthread_mutex_init(&w->genl_lock, NULL);
@@ -930,6 +945,128 @@ static unsigned long env_ul(const char *name, unsigned long dflt)
 	errno = 0;
 	n = strtoull(v, &end, 0);
 	return errno || *end ? dflt : (unsigned long)n;
+}
+
+/* ------------------------------------------------------------------ */
+/* A worker that does not finish                                      */
+/* ------------------------------------------------------------------ */
+
+/*
+ * Print @path's lines after @indent; nothing if it cannot be read.  Of a
+ * stat file only "pid (comm) state": the rest is numbers nobody reads.
+ */
+static void fuzz_show_file(const char *path, const char *indent)
+{
+	char line[512], *p;
+	FILE *f = fopen(path, "re");
+
+	if (!f)
+		return;
+	while (fgets(line, sizeof(line), f)) {
+		p = strrchr(line, ')');
+		if (!strcmp(strrchr(path, '/'), "/stat") && p &&
+		    strlen(p) >= 4) {
+			p[3] = '\n';	/* ") S" stays */
+			p[4] = '\0';
+		}
+		ksft_print_msg("%s%s%s", indent, line,
+			       strchr(line, '\n') ? "" : "\n");
+	}
+	fclose(f);
+}
+
+/* The parent of process @pid from /proc/@pid/stat, or -1. */
+static pid_t fuzz_ppid(pid_t pid)
+{
+	char path[64], buf[512], *p;
+	int ppid = -1;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", pid);
+	f = fopen(path, "re");
+	if (!f)
+		return -1;
+	/* "pid (comm) state ppid ...": comm may hold anything but ')'. */
+	if (fgets(buf, sizeof(buf), f) && (p = strrchr(buf, ')')))
+		sscanf(p + 1, " %*c %d", &ppid);
+	fclose(f);
+	return ppid;
+}
+
+/*
+ * What each task of @pid and of its descendants is blocked in: the state
+ * line, wchan, the syscall and (as root) the kernel stack.  With @kill_it,
+ * SIGKILL each process once it and its descendants have been shown.
+ */
+static void fuzz_show_tree(pid_t pid, bool kill_it)
+{
+	static const char *const what[][2] = {
+		{ "stat", "    stat " }, { "wchan", "    wchan " },
+		{ "syscall", "    syscall " }, { "stack", "    " },
+	};
+	char path[96];
+	struct dirent *e;
+	size_t i;
+	DIR *d;
+	int tid;
+
+	snprintf(path, sizeof(path), "/proc/%d/task", pid);
+	d = opendir(path);
+	while (d && (e = readdir(d))) {
+		tid = atoi(e->d_name);
+		if (tid <= 0)
+			continue;
+		ksft_print_msg("  pid %d task %d:\n", pid, tid);
+		for (i = 0; i < sizeof(what) / sizeof(what[0]); i++) {
+			snprintf(path, sizeof(path), "/proc/%d/task/%d/%s",
+				 pid, tid, what[i][0]);
+			fuzz_show_file(path, what[i][1]);
+		}
+	}
+	if (d)
+		closedir(d);
+	/* Children first: once @pid is gone they are init's. */
+	d = opendir("/proc");
+	while (d && (e = readdir(d))) {
+		tid = atoi(e->d_name);
+		if (tid > 0 && fuzz_ppid(tid) == pid)
+			fuzz_show_tree(tid, kill_it);
+	}
+	if (d)
+		closedir(d);
+	if (kill_it)
+		kill(pid, SIGKILL);
+}
+
+/*
+ * Wait for worker @i until @deadline.  Past it, show what its tasks and
+ * its children's are blocked in and kill them all; false then.  Either
+ * way *@status is kt_wait()'s.
+ */
+static bool fuzz_reap(int i, pid_t pid, double deadline, int *status)
+{
+	const struct timespec tick = { 0, 20 * 1000 * 1000 };
+	bool done = false;
+	siginfo_t si;
+
+	for (;;) {
+		memset(&si, 0, sizeof(si));
+		if (waitid(P_PID, (id_t)pid, &si, WEXITED | WNOHANG | WNOWAIT))
+			done = errno != EINTR;	/* kt_wait() says why */
+		else
+			done = si.si_pid == pid;
+		if (done || fuzz_now() >= deadline)
+			break;
+		nanosleep(&tick, NULL);
+	}
+	if (!done) {
+		ksft_print_msg("fuzz: worker %d (pid %d) is still running %d s after its deadline; killing it and its children:\n",
+			       i, pid, FUZZ_GRACE);
+		fuzz_show_tree(pid, true);
+		fflush(stdout);
+	}
+	*status = kt_wait(pid);
+	return done;
 }
 
 FIXTURE(fuzz) {
@@ -972,8 +1109,9 @@ TEST_F_TIMEOUT(fuzz, uapi_and_genl, FUZZ_MAX_SECONDS + 60)
 	struct gt_sock gs;
 	struct gt_topo topo;
 	struct mlap2p_info info;
+	pid_t test = getpid();
+	int fd, i, status;
 	__u64 seed;
-	int fd, i;
 
 	seed = env_ul("MLAP2P_FUZZ_SEED", 0);
 	if (!seed)
@@ -1021,16 +1159,19 @@ TEST_F_TIMEOUT(fuzz, uapi_and_genl, FUZZ_MAX_SECONDS + 60)
 		pid[i] = fork();
 		ASSERT_LE(0, pid[i]);
 		if (pid[i] == 0)
-			_exit(worker_main(&w[i]));
+			_exit(worker_main(&w[i], test));
 	}
 	for (i = 0; i < FUZZ_PROCS; i++) {
 		close(ring[i][0]);
 		close(ring[i][1]);
 	}
-	for (i = 0; i < FUZZ_PROCS; i++)
-		EXPECT_EQ(0, kt_wait(pid[i])) {
+	for (i = 0; i < FUZZ_PROCS; i++) {
+		EXPECT_TRUE(fuzz_reap(i, pid[i], w[i].deadline + FUZZ_GRACE,
+				      &status));
+		EXPECT_EQ(0, status) {
 			TH_LOG("worker %d", i);
 		}
+	}
 
 	ksft_print_msg("fuzz: %lu operations, %lu allocations, %lu exports, %lu imports, %lu mappings, %lu forks; %lu unexpected\n",
 		       sh->ops, sh->ok_allocs, sh->ok_exports, sh->ok_opens,
