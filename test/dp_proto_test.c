@@ -1271,6 +1271,66 @@ TEST(split_pull_error_fails_receive)
 	free(dst);
 }
 
+/* ---- sender first: the receiver reads the published message ------------ */
+
+/* The sender may publish any buffer (a plain one, across processes). */
+static int wire_publish(void *arg, const void *buf, size_t bytes)
+{
+	(void)arg;
+	(void)buf;
+	(void)bytes;
+	return 1;
+}
+
+/*
+ * A published message the receiver cannot read (-EFAULT: e.g. a PFN
+ * mapping process_vm_readv() refuses) goes through the slots: after the
+ * marker and the one failed read, its 8 steps marked ~n, exact.  Only that message: the next one is
+ * published again and read in one call, as a whole.  The sender never
+ * writes into the receiver.
+ */
+TEST(sender_first_fault_pushes_that_message_only)
+{
+	const size_t bytes = MiB;
+	char *src = malloc(bytes), *dst = malloc(bytes);
+	int *sizes;
+	struct wire w;
+	int i;
+
+	ASSERT_NE(NULL, src);
+	ASSERT_NE(NULL, dst);
+	ASSERT_EQ(0, split_wire(&w, -EFAULT, 1));
+	w.slink.publish = wire_publish;
+	sizes = w.rconn.sizesFifo;
+	fill(src, bytes, 70);
+	memset(dst, 0, bytes);
+	ASSERT_EQ(0, exchange(&w, src, dst, bytes));
+	EXPECT_EQ(0, count_wrong(dst, bytes, 70));
+	EXPECT_EQ(1, w.reads);
+	EXPECT_EQ(0, w.writes);
+	/* (step 8 took the marker's slot) */
+	for (i = 1; i <= 8; i++)
+		EXPECT_EQ(~(int)(128 * KiB), sizes[i % NCCL_STEPS])
+			TH_LOG("step %d", i);
+	EXPECT_EQ((uint64_t)9, w.rconn.step);
+	EXPECT_EQ((uint64_t)9, w.sconn.step);
+	EXPECT_EQ(0U, w.slink.flags & MLAP2P_LINK_NOPUBLISH);
+
+	fill(src, bytes, 71);
+	memset(dst, 0, bytes);
+	ASSERT_EQ(0, exchange(&w, src, dst, bytes));
+	EXPECT_EQ(0, count_wrong(dst, bytes, 71));
+	EXPECT_EQ(2, w.reads);
+	EXPECT_EQ(bytes, w.readMax);
+	EXPECT_EQ(0, w.writes);
+	EXPECT_EQ(MLAP2P_SIZE_PULL, sizes[9 % NCCL_STEPS]);
+	EXPECT_EQ((uint64_t)10, w.rconn.step);
+	EXPECT_EQ((uint64_t)10, w.sconn.step);
+	wire_fini(&w);
+	free(src);
+	free(dst);
+}
+
 /*
  * The sender has taken every step the receiver did not and waits for it
  * to finish reading; a receiver that gives up instead releases it (-ECANCELED), and
