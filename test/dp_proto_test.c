@@ -41,6 +41,7 @@ struct wire {
 	int readFailAt;		/* ... only at this call (1-based); 0: at every */
 	int reads;		/* wire_read_peer calls */
 	size_t readMax;		/* the largest of them, bytes */
+	struct mlap2p_op *withdraw;	/* revoked within the next read */
 };
 
 /* The receiver offers any buffer by its address (as to another process). */
@@ -73,6 +74,10 @@ static int wire_read_peer(void *arg, uint64_t addr, void *dst, size_t bytes)
 	struct wire *w = arg;
 	int n = __atomic_add_fetch(&w->reads, 1, __ATOMIC_RELAXED);
 
+	if (w->withdraw) {	/* the sender gives up while it is read */
+		mlap2p_simple_revoke(w->withdraw);
+		w->withdraw = NULL;
+	}
 	if (w->readErr && (!w->readFailAt || n == w->readFailAt))
 		return w->readErr;
 	if (bytes > w->readMax)	/* (threaded tests do not look at it) */
@@ -1327,6 +1332,68 @@ TEST(sender_first_fault_pushes_that_message_only)
 	EXPECT_EQ((uint64_t)10, w.rconn.step);
 	EXPECT_EQ((uint64_t)10, w.sconn.step);
 	wire_fini(&w);
+	free(src);
+	free(dst);
+}
+
+/* Progress a started @op alone: 0 once done, its -errno, or -ETIMEDOUT. */
+static int run_one_op(struct mlap2p_op *op)
+{
+	int i, ret;
+
+	for (i = 0; i < 1000000; i++) {
+		ret = mlap2p_op_progress(op);
+		if (ret < 0)
+			return ret;
+		if (ret == MLAP2P_OP_DONE)
+			return 0;
+	}
+	return -ETIMEDOUT;
+}
+
+/*
+ * A send that gives up its published message (abort, destroy, a dead
+ * link) withdraws it at once.  Before the receiver looked, it reads
+ * nothing; while it reads (and the read works, or fails as on a freed
+ * buffer), it delivers nothing: -ECANCELED both, never a success.
+ */
+TEST(sender_first_withdrawn_fails_receive)
+{
+	const size_t bytes = MiB;
+	char *src = malloc(bytes), *dst = malloc(bytes);
+	struct mlap2p_op r, snd;
+	struct wire w;
+	size_t i;
+
+	ASSERT_NE(NULL, src);
+	ASSERT_NE(NULL, dst);
+	fill(src, bytes, 80);
+	for (i = 0; i < 3; i++) {
+		/* 0: before the read; 1: during it; 2: during, -EFAULT */
+		ASSERT_EQ(0, split_wire(&w, i == 2 ? -EFAULT : 0, 0));
+		w.slink.publish = wire_publish;
+		snd = (struct mlap2p_op){
+			.link = &w.slink, .proto = NCCL_PROTO_SIMPLE,
+			.send = 1, .buf = src, .bytes = bytes,
+		};
+		r = (struct mlap2p_op){
+			.link = &w.rlink, .proto = NCCL_PROTO_SIMPLE,
+			.send = 0, .buf = dst, .bytes = bytes,
+		};
+		ASSERT_EQ(0, mlap2p_op_start(&snd));	/* published */
+		ASSERT_EQ((uint64_t)1, w.recvMem->tail);
+		if (i == 0) {
+			EXPECT_EQ(1, mlap2p_simple_revoke(&snd));
+		} else {
+			w.withdraw = &snd;
+		}
+		ASSERT_EQ(0, mlap2p_op_start(&r));
+		EXPECT_EQ(-ECANCELED, run_one_op(&r)) TH_LOG("case %zu", i);
+		EXPECT_EQ(i == 0 ? 0 : 1, w.reads) TH_LOG("case %zu", i);
+		EXPECT_EQ(NULL, w.withdraw);
+		EXPECT_EQ((uint64_t)0, w.sendMem->head);	/* no answer */
+		wire_fini(&w);
+	}
 	free(src);
 	free(dst);
 }

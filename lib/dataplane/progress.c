@@ -147,6 +147,10 @@ static int dp_step(struct dp *dp, struct dp_link *k)
 			WARN("rank %d: %s rank %d: %zu bytes (%s) do not match what the peer posted",
 			     dp->comm->rank, dp_what(op), k->l.peer,
 			     op->bytes, mlap2p_proto_name(op->proto));
+		else if (ret == -ECANCELED)
+			WARN("rank %d: %s rank %d: %zu bytes (%s) cancelled by that rank",
+			     dp->comm->rank, dp_what(op), k->l.peer,
+			     op->bytes, mlap2p_proto_name(op->proto));
 		else if (ret != -ECONNRESET)	/* that one said who */
 			WARN("rank %d: %s rank %d failed: %s",
 			     dp->comm->rank, dp_what(op), k->l.peer,

@@ -102,7 +102,17 @@
  * MODE_REFUSED, and the message took 1 + its steps.  The sender decides
  * and the receiver follows the marker, so the ends agree by construction;
  * a receiver that gives up before the marker arrives only withdraws its
- * offer as usual, the sender never writes into its process.
+ * offer as usual, the sender never writes into its process.  A send that
+ * gives up a published message (abort, destroy, a dead link) before the
+ * answer withdraws it: mlap2p_simple_revoke() stores x->unpublished =
+ * first + 1 and a full fence, and returns at once (a read of another
+ * process cannot harm this one).  The receiver looks at x->unpublished
+ * before its read and again after it (a fence between): if it is set, the
+ * bytes may be the buffer's next contents, or the read -EFAULT, and the
+ * receive fails with -ECANCELED instead of delivering them or waiting for
+ * steps that will not come.  If it is not set after the read, the read
+ * was over before the withdrawal, so before the caller could touch the
+ * buffer.
  *
  * A consequence worth knowing: a SIMPLE send waits for its receive to be
  * posted (a rendezvous), as NCCL's does; post both inside a group.
@@ -175,6 +185,8 @@ struct mlap2p_xchg {
 	uint64_t claim;		/* steps taken: front (sender) | back << 32 */
 	uint64_t pulled;	/* receiver of a sender-first message:
 				 * (step + 1) << 2 | MLAP2P_PULL_* */
+	uint64_t unpublished;	/* sender: step + 1, the message it published
+				 * is withdrawn: do not deliver it */
 };
 
 /*
@@ -325,7 +337,9 @@ int mlap2p_simple_progress(struct mlap2p_op *op);
 /*
  * A receive that will not complete withdraws its address offer.  1 when
  * the sender can no longer write into op->buf, 0 while it may: call again
- * (the caller bounds the wait by the peer's liveness and a deadline).
+ * (the caller bounds the wait by the peer's liveness and a deadline).  A
+ * send that will not complete withdraws the message it published (sender
+ * first), and gets 1 at once: the receiver will not deliver it.
  */
 int mlap2p_simple_revoke(struct mlap2p_op *op);
 

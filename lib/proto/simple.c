@@ -29,6 +29,7 @@
 #include <string.h>
 
 #include "proto/proto.h"
+#include "util.h"
 
 enum { SIMPLE_XCHG, SIMPLE_STEPS, SIMPLE_DRAIN, SIMPLE_PUBLISH, SIMPLE_PULLED };
 
@@ -338,6 +339,15 @@ int mlap2p_simple_revoke(struct mlap2p_op *op)
 	struct mlap2p_xchg *x;
 	uint64_t tag = op->first + 1;
 
+	/* Sender first, published and not answered: withdraw it, and
+	 * touch the buffer only after (the fence; lib/proto.h). */
+	if (op->proto == NCCL_PROTO_SIMPLE && op->send &&
+	    op->state == SIMPLE_PULLED) {
+		__atomic_store_n(&simple_xchg(conn)->unpublished, tag,
+				 __ATOMIC_SEQ_CST);
+		mlap2p_fence(__ATOMIC_SEQ_CST);
+		return 1;
+	}
 	if (op->proto != NCCL_PROTO_SIMPLE || op->send || !op->offeredAddr ||
 	    op->mode == MLAP2P_MODE_REFUSED)
 		return 1;
@@ -543,6 +553,15 @@ static int simple_recv_split(struct mlap2p_op *op)
 	}
 }
 
+/* Receiver: has the sender withdrawn the message it published? */
+static int simple_unpublished(const struct mlap2p_op *op)
+{
+	const struct mlap2p_xchg *x = simple_xchg(op->link->conn);
+
+	return __atomic_load_n(&x->unpublished, __ATOMIC_RELAXED) ==
+	       op->first + 1;
+}
+
 /*
  * Receiver, the first step is a sender-first header: read the whole
  * message from the sender's buffer in one read_peer call and answer
@@ -560,8 +579,14 @@ static int simple_recv_pull(struct mlap2p_op *op)
 		return -EPROTO;	/* the two ends disagree on the message */
 	/* The sender takes our offer back itself, once we answer. */
 	op->offeredAddr = 0;
+	if (simple_unpublished(op))
+		return -ECANCELED;
 	ret = link->read_peer ? link->read_peer(link->arg, h->addr, op->buf,
 						op->bytes) : -ENOSYS;
+	/* Withdrawn meanwhile: what was read may not be the message. */
+	mlap2p_fence(__ATOMIC_SEQ_CST);
+	if (simple_unpublished(op))
+		return -ECANCELED;
 	if (ret == -EPERM || ret == -ENOSYS)
 		code = MLAP2P_PULL_NEVER;
 	else if (ret == -EFAULT)
