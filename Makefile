@@ -2,7 +2,8 @@
 #
 #   make               module + library + tools + tests (test/, selftests/)
 #   make deps          install the Debian packages the build and tests need
-#   make check         deps, build, host tests, torch tests, VM selftests (the CI job)
+#   make check         deps, build, host tests, torch tests, VM selftests, the
+#                      torch tests in the VM (the CI job)
 #   make demo          deps, build, then show mlap2p at work in the VM
 #   make help          every target
 #
@@ -59,6 +60,7 @@ check: deps
 	$(MAKE) check-host
 	$(MAKE) check-torch
 	$(MAKE) check-vm
+	$(MAKE) check-vm-torch
 	$(MAKE) check-man
 	$(MAKE) check-install
 	$(MAKE) check-dkms
@@ -131,7 +133,8 @@ help:
 # check-man, check-install, check-dkms, check-6.12 (see scripts/install.mk).
 include scripts/install.mk
 
-# The PyTorch backend: torch, check-torch, bench-torch, install-torch
-# (python/torch.mk).  make check runs check-torch, which prints a TAP SKIP
-# line naming the missing package when Debian's python3 has no torch.
+# The PyTorch backend: torch, check-torch, check-vm-torch, bench-torch,
+# install-torch (python/torch.mk).  make check runs check-torch and
+# check-vm-torch, which print a TAP SKIP line naming the missing package
+# when Debian's python3 has no torch.
 include python/torch.mk

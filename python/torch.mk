@@ -7,6 +7,7 @@
 #                       into build/python/lib with $(PYTHON)
 #   make check-torch    its tests, 2 and 4 processes (skips, saying so,
 #                       when $(PYTHON) has no torch)
+#   make check-vm-torch the operation tests in the VM, on the module
 #   make bench-torch    all_reduce and a DDP step, mlap2p beside Gloo
 #   make install-torch  (part of make install) into $(PYSITEDIR)
 #
@@ -27,7 +28,7 @@ TORCH_ENV = LD_LIBRARY_PATH=$(B)/lib$${LD_LIBRARY_PATH:+:$$LD_LIBRARY_PATH} \
 torch_missing = $$($(PYTHON) $(TOP)/python/probe.py 2>/dev/null || \
 	{ [ -x "$(PYTHON)" ] || echo python3; })
 
-.PHONY: torch check-torch bench-torch install-torch uninstall-torch
+.PHONY: torch check-torch check-vm-torch bench-torch install-torch uninstall-torch
 
 torch: lib
 	@m="$(torch_missing)"; [ -z "$$m" ] || { echo "mlap2p: torch: $(PYTHON)" \
@@ -65,6 +66,14 @@ check-torch:
 	nice $(PYTHON) torch_train.py --nprocs 2 $(if $(MLAP2P_TORCH_QUICK),--quick); \
 	nice $(PYTHON) torch_fault.py --nprocs 2; \
 	echo "check-torch: passed"
+
+# The operation tests once more in the VM, on the module's runtime, with
+# this python3 and torch from the host's / (scripts/vm/check --torch).
+check-vm-torch: all
+	@m="$(torch_missing)"; if [ -n "$$m" ]; then \
+		echo "ok 1 check-vm-torch # SKIP $(PYTHON) lacks $$m (make deps installs it)"; \
+		exit 0; fi; \
+	$(TOP)/scripts/vm/check --torch
 
 bench-torch:
 	@m="$(torch_missing)"; if [ -n "$$m" ]; then \
