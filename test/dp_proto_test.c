@@ -1355,7 +1355,8 @@ static int run_one_op(struct mlap2p_op *op)
  * A send that gives up its published message (abort, destroy, a dead
  * link) withdraws it at once.  Before the receiver looked, it reads
  * nothing; while it reads (and the read works, or fails as on a freed
- * buffer), it delivers nothing: -ECANCELED both, never a success.
+ * buffer), it delivers nothing; after it answered "push it", it waits for
+ * no step: -ECANCELED each time, never a success or a hang.
  */
 TEST(sender_first_withdrawn_fails_receive)
 {
@@ -1364,13 +1365,18 @@ TEST(sender_first_withdrawn_fails_receive)
 	struct mlap2p_op r, snd;
 	struct wire w;
 	size_t i;
+	int n;
 
 	ASSERT_NE(NULL, src);
 	ASSERT_NE(NULL, dst);
 	fill(src, bytes, 80);
-	for (i = 0; i < 3; i++) {
-		/* 0: before the read; 1: during it; 2: during, -EFAULT */
-		ASSERT_EQ(0, split_wire(&w, i == 2 ? -EFAULT : 0, 0));
+	for (i = 0; i < 4; i++) {
+		/*
+		 * 0: before the read; 1: during it; 2: during, -EFAULT;
+		 * 3: after an -EFAULT read was answered "push it", before
+		 * the sender saw the answer.
+		 */
+		ASSERT_EQ(0, split_wire(&w, i >= 2 ? -EFAULT : 0, 0));
 		w.slink.publish = wire_publish;
 		snd = (struct mlap2p_op){
 			.link = &w.slink, .proto = NCCL_PROTO_SIMPLE,
@@ -1384,14 +1390,23 @@ TEST(sender_first_withdrawn_fails_receive)
 		ASSERT_EQ((uint64_t)1, w.recvMem->tail);
 		if (i == 0) {
 			EXPECT_EQ(1, mlap2p_simple_revoke(&snd));
-		} else {
+		} else if (i < 3) {
 			w.withdraw = &snd;
 		}
 		ASSERT_EQ(0, mlap2p_op_start(&r));
+		if (i == 3) {
+			/* the offer, the failed read and the answer */
+			for (n = 0; n < 8 && !w.sendMem->head; n++)
+				EXPECT_LE(0, mlap2p_op_progress(&r));
+			EXPECT_EQ((uint64_t)1, w.sendMem->head);
+			EXPECT_EQ(MLAP2P_OP_IDLE, mlap2p_op_progress(&r));
+			EXPECT_EQ(1, mlap2p_simple_revoke(&snd));
+		}
 		EXPECT_EQ(-ECANCELED, run_one_op(&r)) TH_LOG("case %zu", i);
 		EXPECT_EQ(i == 0 ? 0 : 1, w.reads) TH_LOG("case %zu", i);
 		EXPECT_EQ(NULL, w.withdraw);
-		EXPECT_EQ((uint64_t)0, w.sendMem->head);	/* no answer */
+		/* no answer; in case 3 the one the sender never read */
+		EXPECT_EQ((uint64_t)(i == 3), w.sendMem->head);
 		wire_fini(&w);
 	}
 	free(src);

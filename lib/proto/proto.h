@@ -109,10 +109,12 @@
  * process cannot harm this one).  The receiver looks at x->unpublished
  * before its read and again after it (a fence between): if it is set, the
  * bytes may be the buffer's next contents, or the read -EFAULT, and the
- * receive fails with -ECANCELED instead of delivering them or waiting for
- * steps that will not come.  If it is not set after the read, the read
- * was over before the withdrawal, so before the caller could touch the
- * buffer.
+ * receive fails with -ECANCELED instead of delivering them; and, once it
+ * answered MLAP2P_PULL_AGAIN or _NEVER, while it waits for the first
+ * pushed step, which a sender that withdrew before it saw the answer
+ * never writes.  If it is not set after the read, no byte read can have
+ * seen a write made after the withdrawal, so none the caller made to the
+ * buffer after the send failed.
  *
  * A consequence worth knowing: a SIMPLE send waits for its receive to be
  * posted (a rendezvous), as NCCL's does; post both inside a group.

@@ -622,8 +622,14 @@ static int simple_recv_steps(struct mlap2p_op *op)
 		size_t n = mlap2p_min(op->bytes - op->off, op->perStep);
 		int size;
 
-		if (!mlap2p_has_data(link, s))
+		if (!mlap2p_has_data(link, s)) {
+			/* Sender first, answered "push it": the sender may
+			 * have withdrawn it before it saw the answer. */
+			if (op->mode == MLAP2P_MODE_REFUSED &&
+			    s == op->first + 1 && simple_unpublished(op))
+				return -ECANCELED;
 			return moved ? MLAP2P_OP_MOVED : MLAP2P_OP_IDLE;
+		}
 		size = sizes[s % NCCL_STEPS];
 		/* sender first: it published its buffer's address */
 		if (size == MLAP2P_SIZE_PULL && s == op->first &&
