@@ -78,7 +78,7 @@ struct fuzz_map {
 struct fuzz_worker {
 	pthread_rwlock_t fdlock;	/* write: fd table changes */
 	pthread_mutex_t lock;		/* the arrays below */
-	pthread_mutex_t genl_lock;	/* genl_test.h's reply buffer is static */
+	pthread_mutex_t genl_lock;	/* one genl request at a time */
 	int fds[FUZZ_MAX_FDS];
 	int nr_fds;
 	struct fuzz_handle h[FUZZ_MAX_HANDLES];

@@ -156,7 +156,8 @@ int gt_subscribe(struct gt_sock *s);
 /*
  * The next multicast message on a subscribed socket, copied into @m, within
  * @timeout_ms.  Returns its command (> 0), -ETIMEDOUT or -errno.  Keeps a
- * small backlog so one recv() of several messages loses none.
+ * small backlog so one recv() of several messages loses none; the backlog
+ * is the thread's, so a thread reads events from one socket only.
  */
 int gt_next_event(struct gt_sock *s, struct gt_msg *m, int timeout_ms);
 
