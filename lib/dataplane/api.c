@@ -100,11 +100,24 @@ int mlap2p_dp_group_leave(void)
 	return --group_depth;
 }
 
+/*
+ * A group request whose communicator is being aborted: the abort's
+ * dp_free() may still complete it (it is queued on a link), so whoever
+ * comes last frees it, this waiter or dp_finish().  Call only once the
+ * status is no longer needed: @r may be gone on return.
+ */
+static void dp_abandon(struct mlap2p_request *r)
+{
+	if (__atomic_exchange_n(&r->done, DP_ABANDONED, __ATOMIC_ACQ_REL))
+		free(r);	/* finished already */
+}
+
 int mlap2p_dp_group_wait(int err)
 {
 	struct mlap2p_request **reqs, *r;
 	int n = 0, i, ret;
 
+	ret = group_err ? group_err : err;
 	for (r = group_head; r; r = r->groupNext)
 		n++;
 	reqs = calloc(n ? n : 1, sizeof(*reqs));
@@ -115,23 +128,31 @@ int mlap2p_dp_group_wait(int err)
 	} else {
 		for (i = 0, r = group_head; r; r = r->groupNext)
 			reqs[i++] = r;
-		/* Everyone is inside a blocking call now. */
-		for (i = 0; i < n; i++)
-			if (dp_in(reqs[i]->dp))
-				reqs[i]->dp = NULL;
-		for (i = 0; i < n; i++)
-			if (!reqs[i]->dp) {
-				reqs[i]->status = -ECANCELED;
-				reqs[i]->done = 1;
-			}
-		/* Requests without a dp are done; dp_wait_reqs skips them. */
+		/*
+		 * Everyone is inside a blocking call now, or the communicator
+		 * is being aborted: then its requests are the abort's to
+		 * finish, and whoever is last frees them.
+		 */
+		for (i = 0; i < n; i++) {
+			if (!dp_in(reqs[i]->dp))
+				continue;
+			if (!ret)
+				ret = -ECANCELED;
+			dp_abandon(reqs[i]);
+			reqs[i] = NULL;	/* dp_wait_reqs skips it */
+		}
+		group_head = NULL;
 		dp_wait_reqs(reqs, n);
-		for (i = 0; i < n; i++)
-			if (reqs[i]->dp)
-				dp_out(reqs[i]->dp);
+		for (i = 0; i < n; i++) {
+			if (!reqs[i])
+				continue;
+			dp_out(reqs[i]->dp);
+			if (!ret)
+				ret = reqs[i]->status;
+			free(reqs[i]);
+		}
 		free(reqs);
 	}
-	ret = group_err ? group_err : err;
 	while ((r = group_head)) {
 		group_head = r->groupNext;
 		if (!ret)

@@ -107,11 +107,13 @@ struct dp {
 	unsigned int pass;		/* progress passes, for waits on many */
 };
 
+#define DP_ABANDONED	2	/* req->done: its group waiter left (abort) */
+
 struct mlap2p_request {
 	struct mlap2p_op op;
 	struct dp *dp;
 	int status;
-	int done;
+	int done;		/* 1 finished; DP_ABANDONED: see dp_abandon() */
 	struct mlap2p_request *groupNext;
 	/* A collective's request (lib/coll/): no op; waits call poll(ext),
 	 * which ends it with mlap2p_request_ext_done(). */

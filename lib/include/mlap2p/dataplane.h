@@ -53,7 +53,14 @@ struct mlap2p_request;		/* opaque */
 #define MLAP2P_PROTO_LL128	1
 #define MLAP2P_PROTO_SIMPLE	2
 
-/* Blocking: return once @buf may be reused (send) or holds the data. */
+/*
+ * Blocking: return once @buf may be reused (send) or holds the data.
+ * A call that fails (a dead peer, an abort, a timeout) may leave its
+ * buffers in use by the peer, as NCCL's may: reuse them once the
+ * communicator is destroyed or mlap2p_comm_abort() has returned (which
+ * withdraws every buffer still offered to a peer).  So for every call
+ * here and in <mlap2p/coll.h>.
+ */
 int mlap2p_send(struct mlap2p_comm *comm, const void *buf, size_t bytes,
 		int peer);
 int mlap2p_recv(struct mlap2p_comm *comm, void *buf, size_t bytes, int peer);
