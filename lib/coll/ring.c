@@ -417,7 +417,8 @@ static int lane_progress(struct cop *o, struct lane *L, int *moved)
 				break;
 			L->rreq[w] = NULL;
 			if (x.bytes) {
-				ret = mlap2p_ipost_on(c->api, L->ch, 0, x.buf,
+				ret = mlap2p_ipost_on(c->api, L->ch,
+						      MLAP2P_POST_RECV, x.buf,
 						      x.bytes, L->prev,
 						      &L->rreq[w]);
 				if (ret)
@@ -451,7 +452,11 @@ static int lane_progress(struct cop *o, struct lane *L, int *moved)
 					L->pslot[ps] = (int64_t)L->sPost;
 					L->sP[w] = ps;
 				}
-				ret = mlap2p_ipost_on(c->api, L->ch, 1, x.buf,
+				/* The FIFO, never sender first: faster for
+				 * the ring's steps (docs/collectives.md). */
+				ret = mlap2p_ipost_on(c->api, L->ch,
+						      MLAP2P_POST_SEND |
+						      MLAP2P_POST_FIFO, x.buf,
 						      x.bytes, L->next,
 						      &L->sreq[w]);
 				if (ret)

@@ -298,7 +298,8 @@ MLAP2P_EXPORT int mlap2p_recv(struct mlap2p_comm *comm, void *buf,
 	return dp_blocking(comm, 0, buf, bytes, peer);
 }
 
-static int dp_ipost(struct mlap2p_comm *api, int ch, int send, void *buf,
+/* @how: MLAP2P_POST_SEND, MLAP2P_POST_FIFO (dataplane.h). */
+static int dp_ipost(struct mlap2p_comm *api, int ch, int how, void *buf,
 		    size_t bytes, int peer, struct mlap2p_request **reqp)
 {
 	struct mlap2p_request *req;
@@ -312,7 +313,7 @@ static int dp_ipost(struct mlap2p_comm *api, int ch, int send, void *buf,
 	if (ret)
 		return mlap2p_err(ret);
 	req = malloc(sizeof(*req));
-	ret = req ? dp_post(dp, req, ch, send, buf, bytes, peer, 0) : -ENOMEM;
+	ret = req ? dp_post(dp, req, ch, how, buf, bytes, peer, 0) : -ENOMEM;
 	if (ret)
 		free(req);
 	else
@@ -335,13 +336,14 @@ MLAP2P_EXPORT int mlap2p_irecv(struct mlap2p_comm *comm, void *buf,
 	return dp_ipost(comm, -1, 0, buf, bytes, peer, req);
 }
 
-int mlap2p_ipost_on(struct mlap2p_comm *api, int channel, int send,
+int mlap2p_ipost_on(struct mlap2p_comm *api, int channel, int how,
 		    void *buf, size_t bytes, int peer,
 		    struct mlap2p_request **req)
 {
-	if (channel < 0 || channel >= MAXCHANNELS)
+	if (channel < 0 || channel >= MAXCHANNELS ||
+	    how & ~(MLAP2P_POST_SEND | MLAP2P_POST_FIFO))
 		return mlap2p_err(-EINVAL);
-	return dp_ipost(api, channel, !!send, buf, bytes, peer, req);
+	return dp_ipost(api, channel, how, buf, bytes, peer, req);
 }
 
 /* A request that a layer above ends itself (poll progresses it). */

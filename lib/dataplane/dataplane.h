@@ -28,11 +28,18 @@ int mlap2p_dp_group_leave(void);
  */
 int mlap2p_dp_group_wait(int err);
 /*
- * mlap2p_isend (@send = 1) or mlap2p_irecv on channel @channel rather than
- * the lowest one: messages on one channel are ordered, those on different
- * channels are not.  -ENOTCONN when that channel does not connect them.
+ * mlap2p_isend (@how has MLAP2P_POST_SEND) or mlap2p_irecv on channel
+ * @channel rather than the lowest one: messages on one channel are
+ * ordered, those on different channels are not.  -ENOTCONN when that
+ * channel does not connect them.  MLAP2P_POST_FIFO: a send that is never
+ * published for the receiver to read (sender first, lib/proto/proto.h):
+ * the ring collectives' steps, for which the FIFO is faster
+ * (docs/collectives.md).
  */
-int mlap2p_ipost_on(struct mlap2p_comm *api, int channel, int send,
+#define MLAP2P_POST_RECV	0
+#define MLAP2P_POST_SEND	1
+#define MLAP2P_POST_FIFO	2
+int mlap2p_ipost_on(struct mlap2p_comm *api, int channel, int how,
 		    void *buf, size_t bytes, int peer,
 		    struct mlap2p_request **req);
 /*

@@ -170,12 +170,12 @@ static int dp_step(struct dp *dp, struct dp_link *k)
  * it at once, so a message that fits (an LL send with credit) completes
  * without entering a wait.
  */
-int dp_post(struct dp *dp, struct mlap2p_request *req, int ch, int send,
+int dp_post(struct dp *dp, struct mlap2p_request *req, int ch, int how,
 	    void *buf, size_t bytes, int peer, int now)
 {
+	int send = !!(how & MLAP2P_POST_SEND), ret = 0, proto;
 	struct mlap2p_op *op = &req->op;
 	struct dp_link *k;
-	int ret = 0, proto;
 
 	req->dp = dp;
 	req->status = 0;
@@ -198,6 +198,7 @@ int dp_post(struct dp *dp, struct mlap2p_request *req, int ch, int send,
 	op->link = &k->l;
 	op->proto = proto;
 	op->send = send;
+	op->noPublish = !!(how & MLAP2P_POST_FIFO);
 	op->buf = buf;
 	op->bytes = bytes;
 	op->owner = req;

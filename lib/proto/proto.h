@@ -304,6 +304,7 @@ struct mlap2p_op {
 	struct mlap2p_link *link;
 	int proto;			/* NCCL_PROTO_* */
 	int send;			/* 1 = send, 0 = receive */
+	int noPublish;			/* send: never sender first */
 	char *buf;
 	size_t bytes;
 	struct mlap2p_op *next;		/* free for the caller's queues */

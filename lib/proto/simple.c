@@ -89,8 +89,8 @@ static int simple_sender_first(const struct mlap2p_op *op)
 {
 	const struct mlap2p_link *link = op->link;
 
-	return op->send && op->bytes && link->conn->ptrExchange &&
-	       link->publish &&
+	return op->send && op->bytes && !op->noPublish &&
+	       link->conn->ptrExchange && link->publish &&
 	       !(link->flags & (MLAP2P_LINK_READ | MLAP2P_LINK_SAMEPROC |
 				MLAP2P_LINK_NODIRECT | MLAP2P_LINK_NOPUBLISH)) &&
 	       link->publish(link->arg, op->buf, op->bytes) == 1;
