@@ -1336,6 +1336,53 @@ TEST(sender_first_fault_pushes_that_message_only)
 	free(dst);
 }
 
+/*
+ * A send marked noPublish (the ring collectives' steps, MLAP2P_POST_FIFO)
+ * is never sender first, even where the link would publish it: it waits
+ * for the receiver's offer.  One step of 128 KiB: with the mark the slot
+ * says n (written into the receiver, as offered), without it the marker.
+ */
+TEST(no_publish_send_is_never_sender_first)
+{
+	const size_t bytes = 128 * KiB;
+	char *src = malloc(bytes), *dst = malloc(bytes);
+	struct mlap2p_op r, snd, *ops[2] = { &r, &snd };
+	struct wire w;
+	int mark;
+
+	ASSERT_NE(NULL, src);
+	ASSERT_NE(NULL, dst);
+	for (mark = 1; mark >= 0; mark--) {
+		ASSERT_EQ(0, split_wire(&w, 0, 0));
+		w.slink.publish = wire_publish;
+		fill(src, bytes, 90 + mark);
+		memset(dst, 0, bytes);
+		snd = (struct mlap2p_op){
+			.link = &w.slink, .proto = NCCL_PROTO_SIMPLE,
+			.send = 1, .noPublish = mark, .buf = src,
+			.bytes = bytes,
+		};
+		r = (struct mlap2p_op){
+			.link = &w.rlink, .proto = NCCL_PROTO_SIMPLE,
+			.send = 0, .buf = dst, .bytes = bytes,
+		};
+		ASSERT_EQ(0, run_ops(ops, 2)) TH_LOG("noPublish %d", mark);
+		EXPECT_EQ(0, count_wrong(dst, bytes, 90 + mark));
+		if (mark) {
+			EXPECT_EQ((int)bytes, w.rconn.sizesFifo[0]);
+			EXPECT_EQ(1, w.writes);
+			EXPECT_EQ(0, w.reads);
+		} else {
+			EXPECT_EQ(MLAP2P_SIZE_PULL, w.rconn.sizesFifo[0]);
+			EXPECT_EQ(0, w.writes);
+			EXPECT_EQ(1, w.reads);
+		}
+		wire_fini(&w);
+	}
+	free(src);
+	free(dst);
+}
+
 /* Progress a started @op alone: 0 once done, its -errno, or -ETIMEDOUT. */
 static int run_one_op(struct mlap2p_op *op)
 {
