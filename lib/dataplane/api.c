@@ -211,6 +211,7 @@ static int dp_blocking(struct mlap2p_comm *api, int send, void *buf,
 			return mlap2p_err(-ENOMEM);
 		}
 	}
+	req->group = group_depth > 0;
 	ret = dp_post(dp, req, -1, send, buf, bytes, peer, !group_depth);
 	if (group_depth) {
 		if (ret) {
@@ -313,6 +314,8 @@ static int dp_ipost(struct mlap2p_comm *api, int ch, int how, void *buf,
 	if (ret)
 		return mlap2p_err(ret);
 	req = malloc(sizeof(*req));
+	if (req)
+		req->group = 0;
 	ret = req ? dp_post(dp, req, ch, how, buf, bytes, peer, 0) : -ENOMEM;
 	if (ret)
 		free(req);

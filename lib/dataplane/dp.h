@@ -114,6 +114,7 @@ struct mlap2p_request {
 	struct dp *dp;
 	int status;
 	int done;		/* 1 finished; DP_ABANDONED: see dp_abandon() */
+	int group;		/* a group's: may be abandoned, see dp_finish() */
 	struct mlap2p_request *groupNext;
 	/* A collective's request (lib/coll/): no op; waits call poll(ext),
 	 * which ends it with mlap2p_request_ext_done(). */

@@ -17,6 +17,10 @@ static void dp_finish(struct mlap2p_op *op, int status)
 	struct mlap2p_request *req = op->owner;
 
 	req->status = status;
+	if (!req->group) {
+		__atomic_store_n(&req->done, 1, __ATOMIC_RELEASE);
+		return;
+	}
 	/* A group's waiter that left at an abort left it to us (api.c). */
 	if (__atomic_exchange_n(&req->done, 1, __ATOMIC_ACQ_REL) ==
 	    DP_ABANDONED)
