@@ -4,9 +4,11 @@
  * asynchronously (a peer process that died: ncclRemoteError), in-order
  * execution of several operations on one stream, posting that returns at
  * once, synchronize and query, two streams on one communicator (work runs
- * in posting order on each rank), and abort with work queued.
+ * in posting order on each rank), abort with work queued, and several
+ * threads posting on one communicator.
  */
 #include <pthread.h>
+#include <signal.h>
 
 #include "nccl_ranks.h"
 
@@ -230,6 +232,96 @@ static void test_two_streams(ncclComm_t *c)
 	CHECK(mlap2p_stream_destroy(d) == 0 && mlap2p_stream_destroy(e) == 0);
 }
 
+/* One thread's calls on a shared 1-rank communicator, each checked. */
+struct poster {
+	ncclComm_t c;
+	int id;
+	int n;
+	int bad;		/* the first failing call, or -1 */
+};
+
+static void *poster_run(void *arg)
+{
+	struct poster *p = arg;
+	cudaStream_t s;
+	int32_t x[3], r[3];
+	int i, k, ok;
+
+	p->bad = -1;
+	if (mlap2p_stream_create(&s)) {
+		p->bad = 0;
+		return NULL;
+	}
+	for (i = 0; i < p->n && p->bad < 0; i++) {
+		for (k = 0; k < 3; k++) {
+			x[k] = p->id * 1000000 + i * 3 + k;
+			r[k] = -1;
+		}
+		ok = ncclAllReduce(x, r, 3, ncclInt32, ncclSum, p->c,
+				   i % 8 ? NULL : s) == ncclSuccess &&
+		     (i % 8 || !mlap2p_stream_synchronize(s));
+		for (k = 0; k < 3 && ok; k++)
+			ok = r[k] == x[k];
+		if (!ok)
+			p->bad = i;
+	}
+	if (mlap2p_stream_destroy(s) && p->bad < 0)
+		p->bad = p->n;
+	return NULL;
+}
+
+static void threads_stuck(int sig)
+{
+	static const char msg[] =
+		"threads: calls not done in 120 s (a ticket lost or taken twice)\n";
+
+	(void)sig;
+	if (write(2, msg, sizeof(msg) - 1) < 0)
+		_exit(1);
+	_exit(1);
+}
+
+/*
+ * Several threads on one communicator: each call still takes a ticket of
+ * its own, so every call runs, alone and once.  The main thread first
+ * (the tickets' bias, lib/nccl/nc.h), then another thread alone (which
+ * ends it), then four at once.
+ */
+static void test_threads(void)
+{
+	enum { NT = 4 };
+	struct poster p[NT + 1];
+	pthread_t t[NT];
+	ncclComm_t c;
+	int i;
+
+	signal(SIGALRM, threads_stuck);
+	alarm(120);
+	NCCLCHECK(ncclCommInitAll(&c, 1, NULL));
+	for (i = 0; i <= NT; i++)
+		p[i] = (struct poster){ c, i, i < 2 ? 200 : 2000, -1 };
+	poster_run(&p[0]);
+	CHECK(p[0].bad == -1);
+	CHECK(pthread_create(&t[0], NULL, poster_run, &p[1]) == 0);
+	CHECK(pthread_join(t[0], NULL) == 0);
+	CHECK(p[1].bad == -1);
+	p[0].n = p[1].n = 2000;
+	for (i = 0; i < NT; i++)
+		CHECK(pthread_create(&t[i], NULL, poster_run, &p[i]) == 0);
+	poster_run(&p[NT]);
+	for (i = 0; i < NT; i++)
+		CHECK(pthread_join(t[i], NULL) == 0);
+	for (i = 0; i <= NT; i++)
+		if (p[i].bad != -1) {
+			fprintf(stderr, "thread %d: call %d failed: %s\n", i,
+				p[i].bad, ncclGetLastError(c));
+			exit(1);
+		}
+	NCCLCHECK(ncclCommFinalize(c));
+	NCCLCHECK(ncclCommDestroy(c));
+	alarm(0);
+}
+
 static int count_run(void *arg)
 {
 	(*(int *)arg)++;
@@ -283,6 +375,8 @@ int main(void)
 	NCCLCHECK(ncclCommDestroy(c[1]));
 	test_abort();
 	fprintf(stderr, "abort: ok\n");
+	test_threads();
+	fprintf(stderr, "threads: ok\n");
 	/* The same with full fences on both sides of each handshake
 	 * (lib/nccl/nc.h), as where membarrier(2) is missing. */
 	setenv("MLAP2P_MEMBARRIER", "0", 1);
@@ -293,6 +387,7 @@ int main(void)
 	NCCLCHECK(ncclCommDestroy(c[0]));
 	NCCLCHECK(ncclCommDestroy(c[1]));
 	test_abort();
+	test_threads();
 	fprintf(stderr, "MLAP2P_MEMBARRIER=0: ok\n");
 	printf("nccl_stream_test: ok\n");
 	return 0;
