@@ -14,6 +14,14 @@
  * done.  So work runs in posting order, one thread at a time, whatever the
  * streams, and a stream's queue (tickets taken under the stream's lock) can
  * never wait for work queued behind it.  Ticket 0 is the init.
+ *
+ * NCCL's callers drive a communicator from one thread, so a ticket is
+ * biased towards it: the first thread to take one owns the counter and
+ * then takes tickets with a plain increment between a light fence's
+ * Dekker pair (taking against shared).  Another thread's first ticket
+ * ends the bias for good: it sets shared, runs the heavy fence and waits
+ * until the owner is not taking one; from then on every ticket is a
+ * locked add.  Without the asymmetric fences the counter starts shared.
  */
 #ifndef MLAP2P_NCCL_NC_H
 #define MLAP2P_NCCL_NC_H
@@ -82,6 +90,9 @@ struct nc_comm {
 	struct mlap2p_unique_id id;
 
 	uint64_t next;			/* atomic: next ticket */
+	uint64_t owner;			/* atomic: nc_thread_id() of the bias */
+	int taking;			/* atomic: the owner is taking a ticket */
+	int shared;			/* atomic: tickets are locked adds */
 	uint64_t serving;		/* atomic: ticket allowed to run */
 	int waiters;			/* atomic: threads asleep on tcond */
 	int aborted;			/* atomic */

@@ -100,8 +100,53 @@ void nc_turn_done(struct nc_comm *c, uint64_t t)
 	}
 }
 
+/* This thread's id for the tickets' bias: never 0, never reused. */
+static uint64_t nc_thread_id(void)
+{
+	static uint64_t last;		/* atomic: ids handed out */
+	static __thread uint64_t id;
+
+	if (!id)
+		id = __atomic_add_fetch(&last, 1, __ATOMIC_RELAXED);
+	return id;
+}
+
+/* The owner's ticket (nc.h): 0 and @t set, or -EAGAIN once shared. */
+static int nc_ticket_owned(struct nc_comm *c, uint64_t *t)
+{
+	int ret = -EAGAIN;
+
+	__atomic_store_n(&c->taking, 1, __ATOMIC_RELAXED);
+	nc_fence_light(c);	/* taking, then shared: see nc_ticket */
+	if (!__atomic_load_n(&c->shared, __ATOMIC_RELAXED)) {
+		*t = __atomic_load_n(&c->next, __ATOMIC_RELAXED);
+		__atomic_store_n(&c->next, *t + 1, __ATOMIC_RELAXED);
+		ret = 0;
+	}
+	__atomic_store_n(&c->taking, 0, __ATOMIC_RELEASE);
+	return ret;
+}
+
 uint64_t nc_ticket(struct nc_comm *c)
 {
+	uint64_t me = nc_thread_id(), own, t;
+
+	own = __atomic_load_n(&c->owner, __ATOMIC_RELAXED);
+	if (own == me && !nc_ticket_owned(c, &t))
+		return t;
+	if (!__atomic_load_n(&c->shared, __ATOMIC_ACQUIRE)) {
+		if (!own && __atomic_compare_exchange_n(&c->owner, &own, me, 0,
+							__ATOMIC_ACQ_REL,
+							__ATOMIC_RELAXED) &&
+		    !nc_ticket_owned(c, &t))
+			return t;
+		/* Another thread owns the counter: end the bias.  shared,
+		 * then taking, against the owner's taking, then shared. */
+		__atomic_store_n(&c->shared, 1, __ATOMIC_RELAXED);
+		nc_fence_heavy(c);
+		while (__atomic_load_n(&c->taking, __ATOMIC_ACQUIRE))
+			sched_yield();
+	}
 	return __atomic_fetch_add(&c->next, 1, __ATOMIC_ACQ_REL);
 }
 
