@@ -165,10 +165,15 @@ void mlap2p_comm_set_error(struct ncclComm *comm, int err)
 					    __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
 }
 
+/*
+ * Enter and abort are a store-buffering pair (busy then the flag here, the
+ * flag then busy in abort): sequentially consistent on both sides, so
+ * that one of them sees the other.
+ */
 int mlap2p_comm_enter(struct ncclComm *comm)
 {
-	__atomic_add_fetch(&comm->busy, 1, __ATOMIC_ACQ_REL);
-	if (mlap2p_comm_aborted(comm)) {
+	__atomic_add_fetch(&comm->busy, 1, __ATOMIC_SEQ_CST);
+	if (__atomic_load_n(&comm->abortFlag, __ATOMIC_SEQ_CST)) {
 		__atomic_sub_fetch(&comm->busy, 1, __ATOMIC_ACQ_REL);
 		return -ECANCELED;
 	}
@@ -178,6 +183,62 @@ int mlap2p_comm_enter(struct ncclComm *comm)
 void mlap2p_comm_leave(struct ncclComm *comm)
 {
 	__atomic_sub_fetch(&comm->busy, 1, __ATOMIC_ACQ_REL);
+}
+
+/* ---- holds of open groups (comm.h) ---- */
+
+struct mlap2p_hold {
+	uint32_t refs;		/* 1 for the communicator, 1 per record */
+	uint32_t entering;	/* hold_enter() to hold_leave() */
+	uint32_t gone;		/* aborted: the communicator may be freed */
+};
+
+static struct mlap2p_hold *mlap2p_hold_new(void)
+{
+	struct mlap2p_hold *h = calloc(1, sizeof(*h));
+
+	if (h)
+		h->refs = 1;
+	return h;
+}
+
+struct mlap2p_hold *mlap2p_comm_hold(struct ncclComm *comm)
+{
+	__atomic_add_fetch(&comm->hold->refs, 1, __ATOMIC_RELAXED);
+	return comm->hold;
+}
+
+/* Gone, then entering here; entering, then gone in mlap2p_hold_enter(). */
+int mlap2p_hold_enter(struct mlap2p_hold *h)
+{
+	__atomic_add_fetch(&h->entering, 1, __ATOMIC_SEQ_CST);
+	if (!__atomic_load_n(&h->gone, __ATOMIC_SEQ_CST))
+		return 0;
+	mlap2p_hold_leave(h);
+	return -ECANCELED;
+}
+
+void mlap2p_hold_leave(struct mlap2p_hold *h)
+{
+	__atomic_sub_fetch(&h->entering, 1, __ATOMIC_RELEASE);
+}
+
+void mlap2p_hold_put(struct mlap2p_hold *h)
+{
+	if (h && !__atomic_sub_fetch(&h->refs, 1, __ATOMIC_ACQ_REL))
+		free(h);
+}
+
+/* Abort: no group's end touches the communicator after this. */
+static void mlap2p_hold_gone(struct mlap2p_hold *h)
+{
+	struct timespec ts = { 0, 100 * 1000 };
+
+	if (!h)
+		return;
+	__atomic_store_n(&h->gone, 1, __ATOMIC_SEQ_CST);
+	while (__atomic_load_n(&h->entering, __ATOMIC_SEQ_CST))
+		nanosleep(&ts, NULL);
 }
 
 int mlap2p_import_region(struct ncclComm *comm,
@@ -281,6 +342,7 @@ static void mlap2p_comm_free(struct mlap2p_comm *api)
 	free(comm->connectSend);
 	free(comm->connectRecv);
 	pthread_mutex_destroy(&comm->lock);
+	mlap2p_hold_put(comm->hold);
 	free(api);
 }
 
@@ -353,6 +415,11 @@ MLAP2P_EXPORT int mlap2p_comm_init_rank(struct mlap2p_comm **out, int nranks,
 	if (!api)
 		return mlap2p_err(-ENOMEM);
 	comm = mlap2p_nccl(api);
+	comm->hold = mlap2p_hold_new();
+	if (!comm->hold) {
+		free(api);
+		return mlap2p_err(-ENOMEM);
+	}
 	comm->nRanks = nranks;
 	comm->rank = rank;
 	comm->cudaDev = core;
@@ -381,7 +448,7 @@ static void mlap2p_wait_idle(struct ncclComm *comm)
 {
 	struct timespec ts = { 0, 1000 * 1000 };
 
-	while (__atomic_load_n(&comm->busy, __ATOMIC_ACQUIRE))
+	while (__atomic_load_n(&comm->busy, __ATOMIC_SEQ_CST))
 		nanosleep(&ts, NULL);
 }
 
@@ -434,11 +501,18 @@ static int mlap2p_close_handshake(struct ncclComm *comm)
 MLAP2P_EXPORT int mlap2p_comm_destroy(struct mlap2p_comm *api)
 {
 	struct ncclComm *comm;
+	uint32_t held;
 	int ret = 0, r;
 
 	if (!api)
 		return mlap2p_err(-EINVAL);
 	comm = mlap2p_nccl(api);
+	held = __atomic_load_n(&comm->hold->refs, __ATOMIC_ACQUIRE) - 1;
+	if (held) {
+		WARN("mlap2p_comm_destroy: rank %d: an open group holds %u operation(s) on the communicator: end the group (mlap2p_group_end) first, or abort",
+		     comm->rank, held);
+		return mlap2p_err(-EBUSY);
+	}
 	if (comm->dpFree)
 		comm->dpFree(comm);
 	if (comm->collFree)
@@ -467,7 +541,8 @@ MLAP2P_EXPORT int mlap2p_comm_abort(struct mlap2p_comm *api)
 	if (!api)
 		return mlap2p_err(-EINVAL);
 	comm = mlap2p_nccl(api);
-	__atomic_store_n(&comm->abortFlag, 1, __ATOMIC_RELEASE);
+	__atomic_store_n(&comm->abortFlag, 1, __ATOMIC_SEQ_CST);
+	mlap2p_hold_gone(comm->hold);
 	mlap2p_bootstrap_abort(comm->bootstrap);
 	mlap2p_wait_idle(comm);
 	if (comm->dpFree)

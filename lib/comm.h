@@ -26,6 +26,23 @@ int mlap2p_comm_enter(struct ncclComm *comm);
 void mlap2p_comm_leave(struct ncclComm *comm);
 
 /*
+ * A group (mlap2p_group_start) records work on a communicator that its
+ * end runs or waits for, and by then the communicator may be aborted and
+ * freed.  Each record takes a hold (mlap2p_comm_hold, called inside the
+ * communicator), which outlives it.  At the group's end,
+ * mlap2p_hold_enter() is -ECANCELED once the communicator was aborted;
+ * on 0 the communicator is still there until mlap2p_hold_leave(), and
+ * whoever means to use it longer enters it (mlap2p_comm_enter) before
+ * that.  mlap2p_hold_put() drops the hold.  While holds are out,
+ * mlap2p_comm_destroy() fails with -EBUSY; abort always goes ahead.
+ */
+struct mlap2p_hold;
+struct mlap2p_hold *mlap2p_comm_hold(struct ncclComm *comm);
+int mlap2p_hold_enter(struct mlap2p_hold *h);
+void mlap2p_hold_leave(struct mlap2p_hold *h);
+void mlap2p_hold_put(struct mlap2p_hold *h);
+
+/*
  * 0 while @rank's process lives (same pid and start time as at init),
  * -ESRCH once it died or its pid was reused, or NET's -errno once the
  * network path to it failed.  Cheap: one /proc read.

@@ -143,6 +143,8 @@ struct ncclComm {
 	/* Threads inside a blocking call (mlap2p_comm_enter); abort waits
 	 * for it to drop to 0 before it frees anything. */
 	int busy;
+	/* What open groups hold of it (lib/comm.h, mlap2p_comm_hold). */
+	struct mlap2p_hold *hold;
 };
 
 /* The public handle wraps the communicator. */

@@ -30,9 +30,12 @@
 
 #include <linux/capability.h>
 #include <linux/mlap2p.h>
+#include <mlap2p/coll.h>
 #include <mlap2p/dataplane.h>
 #include <mlap2p/mlap2p.h>
 
+#include "dataplane/dataplane.h"	/* mlap2p_ipost_on */
+#include "param.h"			/* MLAP2P_MAXCHANNELS */
 #include "helpers.h"
 #include "kselftest_harness.h"
 
@@ -1517,6 +1520,187 @@ TEST_F_TIMEOUT(solo, cma_settings_checked, 60)
 			TH_LOG("%s=%s", cases[i].var, cases[i].val);
 		unsetenv(cases[i].var);
 	}
+}
+
+/* ---- what an open group holds of its communicator ----------------------- */
+
+#define GN	(64 * KiB)	/* SIMPLE: each send waits for its receive */
+#define GC	1024		/* int32 elements of the all-reduce */
+
+enum { G_P2P = 1, G_COLL = 2 };
+
+FIXTURE(group) {
+	struct job j;
+};
+
+FIXTURE_VARIANT(group) {
+	int threads;
+	int what;		/* G_P2P, G_COLL or both: what a group posts */
+	int abort;		/* 0: destroy, which must fail, then the end */
+};
+
+FIXTURE_VARIANT_ADD(group, p2p_destroy) { .what = G_P2P };
+FIXTURE_VARIANT_ADD(group, coll_destroy) { .what = G_COLL };
+FIXTURE_VARIANT_ADD(group, both_destroy) { .what = G_P2P | G_COLL };
+FIXTURE_VARIANT_ADD(group, both_destroy_threads) {
+	.threads = 1, .what = G_P2P | G_COLL };
+FIXTURE_VARIANT_ADD(group, p2p_abort) { .what = G_P2P, .abort = 1 };
+FIXTURE_VARIANT_ADD(group, coll_abort) { .what = G_COLL, .abort = 1 };
+FIXTURE_VARIANT_ADD(group, both_abort) { .what = G_P2P | G_COLL, .abort = 1 };
+FIXTURE_VARIANT_ADD(group, both_abort_threads) {
+	.threads = 1, .what = G_P2P | G_COLL, .abort = 1 };
+
+FIXTURE_SETUP(group)
+{
+	env_defaults();
+}
+
+FIXTURE_TEARDOWN(group)
+{
+}
+
+struct group_bufs {
+	unsigned char sb[GN], rb[GN];
+	int32_t in[GC], out[GC];
+};
+
+/* Open a group and post this rank's part in it: an exchange, a sum. */
+static int group_post(struct mlap2p_comm *comm, int rank, int what,
+		      struct group_bufs *g)
+{
+	int other = !rank, ret, i;
+
+	if ((what & G_P2P) &&
+	    mlap2p_connect_peers(comm, 1, 1, &other, 1, &other))
+		return -1;
+	fill(g->sb, GN, 100 + rank);
+	memset(g->rb, 0, GN);
+	for (i = 0; i < GC; i++) {
+		g->in[i] = (rank + 1) * i;
+		g->out[i] = -1;
+	}
+	ret = mlap2p_group_start();
+	if (!ret && (what & G_P2P))
+		ret = mlap2p_send(comm, g->sb, GN, other);
+	if (!ret && (what & G_P2P))
+		ret = mlap2p_recv(comm, g->rb, GN, other);
+	if (!ret && (what & G_COLL))
+		ret = mlap2p_all_reduce(comm, g->in, g->out, GC, MLAP2P_INT32,
+					MLAP2P_SUM);
+	return ret;
+}
+
+/*
+ * Destroy with the group open fails with -EBUSY, names the rank and what
+ * the group holds, and leaves the communicator whole: the group's end
+ * then moves everything exactly and destroy succeeds (rank_run).  Abort
+ * with the group open succeeds; the group's end then returns -ECANCELED
+ * without touching the freed communicator (ASan would see it), and the
+ * thread's next group starts empty.
+ */
+static int group_hold_body(struct job *j, int rank, struct mlap2p_comm *comm)
+{
+	const FIXTURE_VARIANT(group) *v = j->arg;
+	int held = (v->what & G_P2P ? 2 : 0) + (v->what & G_COLL ? 1 : 0);
+	struct group_bufs *g = calloc(1, sizeof(*g));
+	char want[96];
+	int ret, i;
+
+	if (!g || group_post(comm, rank, v->what, g))
+		return 70;
+	if (v->abort) {
+		ret = mlap2p_comm_abort(comm);
+		if (!ret)
+			ret = mlap2p_group_end() == -ECANCELED ? 0 : 72;
+		if (!ret && (mlap2p_group_start() || mlap2p_group_end()))
+			ret = 73;
+		free(g);
+		return GONE + ret;
+	}
+	ret = mlap2p_comm_destroy(comm);
+	if (ret != -EBUSY) {
+		fprintf(stderr, "# rank %d: destroy in a group: %d\n", rank, ret);
+		return ret ? 74 : GONE + 74;
+	}
+	snprintf(want, sizeof(want),
+		 "rank %d: an open group holds %d operation(s)", rank, held);
+	if (!strstr(mlap2p_last_error(), want)) {
+		fprintf(stderr, "# rank %d: \"%s\"\n", rank, mlap2p_last_error());
+		return 75;
+	}
+	if (mlap2p_group_end())
+		return 76;
+	if ((v->what & G_P2P) && wrong(g->rb, GN, 100 + !rank))
+		return 77;
+	for (i = 0; (v->what & G_COLL) && i < GC; i++)
+		if (g->out[i] != 3 * i)
+			return 78;
+	free(g);
+	return 0;
+}
+
+TEST_F_TIMEOUT(group, held_by_destroy_and_abort, 90)
+{
+	self->j = (struct job){ .n = 2, .cores = { 0, 4 },
+				.threads = variant->threads,
+				.fn = group_hold_body, .arg = (void *)variant };
+	ASSERT_EQ(0, job_run(&self->j, 80));
+}
+
+/* ---- mlap2p_ipost_on: what it takes -------------------------------------- */
+
+/*
+ * A channel outside [0, MLAP2P_MAXCHANNELS) or a bit of @how beyond SEND
+ * and FIFO is -EINVAL before anything is posted (*req untouched); a
+ * channel that does not connect the two is -ENOTCONN; channel 0 carries
+ * an exact exchange.
+ */
+static int ipost_body(struct job *j, int rank, struct mlap2p_comm *comm)
+{
+	static const struct { int ch, how; } bad[] = {
+		{ -1, MLAP2P_POST_SEND }, { MLAP2P_MAXCHANNELS, MLAP2P_POST_SEND },
+		{ 0, 4 }, { 0, MLAP2P_POST_SEND | 8 }, { 0, -1 },
+	};
+	struct mlap2p_request *r[2], *mark = (struct mlap2p_request *)&r;
+	unsigned char sb[4096], rb[4096];
+	int other = !rank, ret;
+	unsigned int i;
+
+	(void)j;
+	if (mlap2p_connect_peers(comm, 1, 1, &other, 1, &other))
+		return 79;
+	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		r[0] = mark;
+		ret = mlap2p_ipost_on(comm, bad[i].ch, bad[i].how, sb,
+				      sizeof(sb), other, &r[0]);
+		if (ret != -EINVAL || r[0] != mark) {
+			fprintf(stderr, "# channel %d how %d: %d\n", bad[i].ch,
+				bad[i].how, ret);
+			return 80 + i;
+		}
+	}
+	ret = mlap2p_ipost_on(comm, MLAP2P_MAXCHANNELS - 1, MLAP2P_POST_SEND,
+			      sb, sizeof(sb), other, &r[0]);
+	if (ret != -ENOTCONN || r[0]) {
+		fprintf(stderr, "# unconnected channel: %d\n", ret);
+		return 86;
+	}
+	fill(sb, sizeof(sb), 200 + rank);
+	if (mlap2p_ipost_on(comm, 0, MLAP2P_POST_SEND, sb, sizeof(sb), other,
+			    &r[0]) ||
+	    mlap2p_ipost_on(comm, 0, MLAP2P_POST_RECV, rb, sizeof(rb), other,
+			    &r[1]))
+		return 87;
+	if (mlap2p_request_waitall(2, r))
+		return 88;
+	return wrong(rb, sizeof(rb), 200 + other) ? 89 : 0;
+}
+
+TEST_F_TIMEOUT(solo, ipost_on_checks_channel_and_how, 60)
+{
+	struct job j = { .n = 2, .cores = { 0, 4 }, .fn = ipost_body };
+
+	ASSERT_EQ(0, job_run(&j, 50));
 }
 
 TEST_HARNESS_MAIN

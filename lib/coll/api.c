@@ -14,7 +14,7 @@ static __thread int group_err;
 static int coll_group_run(void)
 {
 	struct cop *o, **ops;
-	int n = 0, i, ret;
+	int n = 0, m, i, ret, err;
 
 	if (!group_head) {
 		ret = group_err;
@@ -30,39 +30,42 @@ static int coll_group_run(void)
 	}
 	for (i = 0, o = group_head; o; o = o->groupNext)
 		ops[i++] = o;
+	/* Enter every communicator, keeping the entered ones in front. */
 	ret = 0;
-	for (i = 0; i < n; i++)
-		if (mlap2p_comm_enter(ops[i]->c->comm)) {
-			fail(ops[i], -ECANCELED);
-			ops[i]->c = NULL;
-		} else {
-			nb_drain(ops[i]->c);
-		}
-	/* Skip entered-and-failed ones by marking them done. */
-	{
-		struct cop **live = calloc((size_t)n, sizeof(*live));
-		int m = 0;
+	for (i = m = 0; i < n; i++) {
+		struct cop *g = ops[i];
+		int e = mlap2p_hold_enter(g->hold);
 
-		if (!live) {
-			ret = -ENOMEM;
-		} else {
-			for (i = 0; i < n; i++)
-				if (ops[i]->c)
-					live[m++] = ops[i];
-			ret = run_ops(live, m);
-			for (i = 0; i < m; i++)
-				mlap2p_comm_leave(live[i]->c->comm);
-			free(live);
+		/* Aborted, the communicator may be gone: touch nothing of it. */
+		if (!e) {
+			e = mlap2p_comm_enter(g->c->comm);
+			mlap2p_hold_leave(g->hold);
 		}
+		if (e) {
+			WARN("%s: not run: its communicator was aborted before mlap2p_group_end",
+			     g->fn);
+			if (!ret)
+				ret = e;
+			continue;
+		}
+		nb_drain(g->c);
+		ops[m++] = g;
 	}
-	for (i = 0; i < n && !ret; i++)
-		ret = ops[i]->err;
+	err = m ? run_ops(ops, m) : 0;
+	if (!ret)
+		ret = err;
+	for (i = 0; i < m; i++) {
+		if (!ret)
+			ret = ops[i]->err;
+		mlap2p_comm_leave(ops[i]->c->comm);
+	}
 	free(ops);
 out:
 	if (group_err && !ret)
 		ret = group_err;
 	while ((o = group_head)) {
 		group_head = o->groupNext;
+		mlap2p_hold_put(o->hold);
 		free(o);
 	}
 	group_tail = NULL;
@@ -378,13 +381,15 @@ static int coll_run(struct mlap2p_comm *api, struct cop *proto,
 	}
 	if (mlap2p_group_depth() > 0) {
 		o = malloc(sizeof(*o));
-		mlap2p_comm_leave(comm);
 		if (!o) {
+			mlap2p_comm_leave(comm);
 			if (!group_err)
 				group_err = -ENOMEM;
 			return mlap2p_err(-ENOMEM);
 		}
 		*o = *proto;
+		o->hold = mlap2p_comm_hold(comm);
+		mlap2p_comm_leave(comm);
 		o->groupNext = NULL;
 		if (group_tail)
 			group_tail->groupNext = o;

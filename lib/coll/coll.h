@@ -144,6 +144,7 @@ struct cop {
 	int phase;
 	int err;
 	struct cop *groupNext;
+	struct mlap2p_hold *hold;	/* a group's: of c->comm */
 
 	/* preamble */
 	int hop;

@@ -112,52 +112,74 @@ static void dp_abandon(struct mlap2p_request *r)
 		free(r);	/* finished already */
 }
 
+/*
+ * Enter @r's communicator for its group's wait: 0, or -ECANCELED once the
+ * communicator is aborted (it may be freed already), with @r abandoned.
+ */
+static int dp_group_in(struct mlap2p_request *r)
+{
+	struct mlap2p_hold *h = r->hold;
+	int ret = mlap2p_hold_enter(h);
+
+	if (!ret) {
+		ret = dp_in(r->dp);
+		mlap2p_hold_leave(h);
+	}
+	if (ret) {
+		dp_abandon(r);
+		mlap2p_hold_put(h);
+	}
+	return ret;
+}
+
+/* After dp_group_in() and the wait: @r's status; @r is freed. */
+static int dp_group_out(struct mlap2p_request *r)
+{
+	struct mlap2p_hold *h = r->hold;
+	int status = r->status;
+
+	dp_out(r->dp);
+	free(r);
+	mlap2p_hold_put(h);
+	return status;
+}
+
+/*
+ * Everyone is inside a blocking call before the first wait, or their
+ * communicator is being aborted: then its requests are the abort's to
+ * finish, and whoever is last frees them.
+ */
 int mlap2p_dp_group_wait(int err)
 {
 	struct mlap2p_request **reqs, *r;
-	int n = 0, i, ret;
+	int n = 0, i, ret, st;
 
 	ret = group_err ? group_err : err;
 	for (r = group_head; r; r = r->groupNext)
 		n++;
 	reqs = calloc(n ? n : 1, sizeof(*reqs));
-	if (!reqs) {
-		/* Cannot track them: wait for each in turn. */
-		for (r = group_head; r; r = r->groupNext)
-			dp_wait_reqs(&r, 1);
-	} else {
-		for (i = 0, r = group_head; r; r = r->groupNext)
-			reqs[i++] = r;
-		/*
-		 * Everyone is inside a blocking call now, or the communicator
-		 * is being aborted: then its requests are the abort's to
-		 * finish, and whoever is last frees them.
-		 */
-		for (i = 0; i < n; i++) {
-			if (!dp_in(reqs[i]->dp))
-				continue;
-			if (!ret)
-				ret = -ECANCELED;
-			dp_abandon(reqs[i]);
-			reqs[i] = NULL;	/* dp_wait_reqs skips it */
+	for (n = 0; (r = group_head); ) {
+		group_head = r->groupNext;
+		st = dp_group_in(r);
+		if (!st && reqs) {
+			reqs[n++] = r;
+			continue;
 		}
-		group_head = NULL;
+		if (!st) {	/* cannot track them: wait for each in turn */
+			dp_wait_reqs(&r, 1);
+			st = dp_group_out(r);
+		}
+		if (!ret)
+			ret = st;
+	}
+	if (reqs) {
 		dp_wait_reqs(reqs, n);
 		for (i = 0; i < n; i++) {
-			if (!reqs[i])
-				continue;
-			dp_out(reqs[i]->dp);
+			st = dp_group_out(reqs[i]);
 			if (!ret)
-				ret = reqs[i]->status;
-			free(reqs[i]);
+				ret = st;
 		}
 		free(reqs);
-	}
-	while ((r = group_head)) {
-		group_head = r->groupNext;
-		if (!ret)
-			ret = r->status;
-		free(r);
 	}
 	group_err = 0;
 	return ret;
@@ -219,6 +241,7 @@ static int dp_blocking(struct mlap2p_comm *api, int send, void *buf,
 			if (!group_err)
 				group_err = ret;
 		} else {
+			req->hold = mlap2p_comm_hold(dp->comm);
 			req->groupNext = group_head;
 			group_head = req;
 		}

@@ -116,6 +116,7 @@ struct mlap2p_request {
 	int done;		/* 1 finished; DP_ABANDONED: see dp_abandon() */
 	int group;		/* a group's: may be abandoned, see dp_finish() */
 	struct mlap2p_request *groupNext;
+	struct mlap2p_hold *hold;	/* a group's: of dp->comm */
 	/* A collective's request (lib/coll/): no op; waits call poll(ext),
 	 * which ends it with mlap2p_request_ext_done(). */
 	void (*poll)(void *ext);
