@@ -208,7 +208,7 @@ struct mlap2p_hold *mlap2p_comm_hold(struct ncclComm *comm)
 	return comm->hold;
 }
 
-/* Gone, then entering here; entering, then gone in mlap2p_hold_enter(). */
+/* Entering, then gone here; gone, then entering in mlap2p_hold_gone(). */
 int mlap2p_hold_enter(struct mlap2p_hold *h)
 {
 	__atomic_add_fetch(&h->entering, 1, __ATOMIC_SEQ_CST);

@@ -1626,17 +1626,17 @@ static int group_hold_body(struct job *j, int rank, struct mlap2p_comm *comm)
 		 "rank %d: an open group holds %d operation(s)", rank, held);
 	if (!strstr(mlap2p_last_error(), want)) {
 		fprintf(stderr, "# rank %d: \"%s\"\n", rank, mlap2p_last_error());
-		return 75;
+		ret = 75;
+	} else if (mlap2p_group_end()) {
+		ret = 76;
+	} else if ((v->what & G_P2P) && wrong(g->rb, GN, 100 + !rank)) {
+		ret = 77;
 	}
-	if (mlap2p_group_end())
-		return 76;
-	if ((v->what & G_P2P) && wrong(g->rb, GN, 100 + !rank))
-		return 77;
-	for (i = 0; (v->what & G_COLL) && i < GC; i++)
+	for (i = 0; !ret && (v->what & G_COLL) && i < GC; i++)
 		if (g->out[i] != 3 * i)
-			return 78;
+			ret = 78;
 	free(g);
-	return 0;
+	return ret;
 }
 
 TEST_F_TIMEOUT(group, held_by_destroy_and_abort, 90)

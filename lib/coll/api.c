@@ -42,7 +42,7 @@ static int coll_group_run(void)
 			mlap2p_hold_leave(g->hold);
 		}
 		if (e) {
-			WARN("%s: not run: its communicator was aborted before mlap2p_group_end",
+			WARN("%s: not run: its communicator was aborted before or during mlap2p_group_end",
 			     g->fn);
 			if (!ret)
 				ret = e;
