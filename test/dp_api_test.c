@@ -1622,6 +1622,7 @@ static int group_hold_body(struct job *j, int rank, struct mlap2p_comm *comm)
 		fprintf(stderr, "# rank %d: destroy in a group: %d\n", rank, ret);
 		return ret ? 74 : GONE + 74;
 	}
+	ret = 0;
 	snprintf(want, sizeof(want),
 		 "rank %d: an open group holds %d operation(s)", rank, held);
 	if (!strstr(mlap2p_last_error(), want)) {
