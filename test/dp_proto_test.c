@@ -40,6 +40,7 @@ struct wire {
 	int readErr;		/* what wire_read_peer answers */
 	int readFailAt;		/* ... only at this call (1-based); 0: at every */
 	int reads;		/* wire_read_peer calls */
+	int pulls;		/* ... of them through wire_pull_peer */
 	size_t readMax;		/* the largest of them, bytes */
 	struct mlap2p_op *withdraw;	/* revoked within the next read */
 };
@@ -84,6 +85,15 @@ static int wire_read_peer(void *arg, uint64_t addr, void *dst, size_t bytes)
 		w->readMax = bytes;
 	memcpy(dst, (const void *)(uintptr_t)addr, bytes);
 	return 0;
+}
+
+/* A sender-first read: counted, then as any read. */
+static int wire_pull_peer(void *arg, uint64_t addr, void *dst, size_t bytes)
+{
+	struct wire *w = arg;
+
+	__atomic_add_fetch(&w->pulls, 1, __ATOMIC_RELAXED);
+	return wire_read_peer(arg, addr, dst, bytes);
 }
 
 /* Offer by address; the sender's writes answer err (0: they work). */
@@ -1095,6 +1105,7 @@ static int split_wire(struct wire *w, int readErr, int readFailAt)
 		return ret;
 	wire_addr(w, 0);
 	w->rlink.read_peer = wire_read_peer;
+	w->rlink.pull_peer = wire_pull_peer;
 	w->readErr = readErr;
 	w->readFailAt = readFailAt;
 	return 0;
@@ -1332,6 +1343,63 @@ TEST(sender_first_fault_pushes_that_message_only)
 	EXPECT_EQ((uint64_t)10, w.rconn.step);
 	EXPECT_EQ((uint64_t)10, w.sconn.step);
 	wire_fini(&w);
+	free(src);
+	free(dst);
+}
+
+/*
+ * A receiver that read a sender-first message and answered completes only
+ * once the sender has taken its offer back (how 0) or has withdrawn the
+ * message after the read (how 1): until one of them, the pid it read from
+ * may have been another process's as far as it knows, since pull_peer
+ * checks none.  The read is one pull_peer call of the whole message.
+ */
+TEST(sender_first_receive_ends_at_the_senders_answer)
+{
+	const size_t bytes = MiB;
+	char *src = malloc(bytes), *dst = malloc(bytes);
+	struct mlap2p_op r, snd;
+	struct wire w;
+	int how, n;
+
+	ASSERT_NE(NULL, src);
+	ASSERT_NE(NULL, dst);
+	for (how = 0; how < 2; how++) {
+		ASSERT_EQ(0, split_wire(&w, 0, 0));
+		w.slink.publish = wire_publish;
+		fill(src, bytes, 60 + how);
+		memset(dst, 0, bytes);
+		snd = (struct mlap2p_op){
+			.link = &w.slink, .proto = NCCL_PROTO_SIMPLE,
+			.send = 1, .buf = src, .bytes = bytes,
+		};
+		r = (struct mlap2p_op){
+			.link = &w.rlink, .proto = NCCL_PROTO_SIMPLE,
+			.send = 0, .buf = dst, .bytes = bytes,
+		};
+		ASSERT_EQ(0, mlap2p_op_start(&snd));	/* published */
+		ASSERT_EQ(0, mlap2p_op_start(&r));
+		for (n = 0; n < 8 && !w.sendMem->head; n++)
+			ASSERT_EQ(MLAP2P_OP_MOVED, mlap2p_op_progress(&r));
+		ASSERT_EQ((uint64_t)1, w.sendMem->head) TH_LOG("how %d", how);
+		EXPECT_EQ(0, count_wrong(dst, bytes, 60 + how));
+		EXPECT_EQ(1, w.pulls);
+		EXPECT_EQ(1, w.reads);
+		EXPECT_EQ(bytes, w.readMax);
+		for (n = 0; n < 3; n++)
+			EXPECT_EQ(MLAP2P_OP_IDLE, mlap2p_op_progress(&r))
+				TH_LOG("how %d, call %d", how, n);
+		if (how == 0) {
+			EXPECT_EQ(MLAP2P_OP_DONE, mlap2p_op_progress(&snd));
+		} else {
+			EXPECT_EQ(1, mlap2p_simple_revoke(&snd));
+		}
+		EXPECT_EQ(MLAP2P_OP_DONE, mlap2p_op_progress(&r))
+			TH_LOG("how %d", how);
+		EXPECT_EQ((uint64_t)1, w.rconn.step);
+		EXPECT_EQ(0, count_wrong(dst, bytes, 60 + how));
+		wire_fini(&w);
+	}
 	free(src);
 	free(dst);
 }

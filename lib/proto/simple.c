@@ -31,7 +31,8 @@
 #include "proto/proto.h"
 #include "util.h"
 
-enum { SIMPLE_XCHG, SIMPLE_STEPS, SIMPLE_DRAIN, SIMPLE_PUBLISH, SIMPLE_PULLED };
+enum { SIMPLE_XCHG, SIMPLE_STEPS, SIMPLE_DRAIN, SIMPLE_PUBLISH, SIMPLE_PULLED,
+       SIMPLE_TAKEN };
 
 static inline struct mlap2p_xchg *simple_xchg(struct ncclConnInfo *conn)
 {
@@ -563,6 +564,25 @@ static int simple_unpublished(const struct mlap2p_op *op)
 }
 
 /*
+ * Receiver of a sender-first message it read and answered "done": the
+ * receive completes once the sender has taken our offer out of
+ * ptrExchange, or has withdrawn the message after our read (we looked
+ * after it and it was not).  Either is a store the sender made after the
+ * read ended, so the pid read from was the sender's the whole time: one it
+ * had left and another process took could not have answered.  That is
+ * what lets pull_peer skip the system call that checks the pid before
+ * each read (lib/proto.h).  Until then MLAP2P_OP_IDLE; the caller bounds
+ * the wait by the sender's liveness, as for any step.
+ */
+static int simple_taken(struct mlap2p_op *op)
+{
+	if (!__atomic_load_n(op->link->conn->ptrExchange, __ATOMIC_ACQUIRE) ||
+	    simple_unpublished(op))
+		return MLAP2P_OP_DONE;
+	return MLAP2P_OP_IDLE;
+}
+
+/*
  * Receiver, the first step is a sender-first header: read the whole
  * message from the sender's buffer in one read_peer call and answer
  * (lib/proto.h).  Refused: the sender pushes it through the slots next.
@@ -581,8 +601,12 @@ static int simple_recv_pull(struct mlap2p_op *op)
 	op->offeredAddr = 0;
 	if (simple_unpublished(op))
 		return -ECANCELED;
-	ret = link->read_peer ? link->read_peer(link->arg, h->addr, op->buf,
-						op->bytes) : -ENOSYS;
+	if (link->pull_peer)
+		ret = link->pull_peer(link->arg, h->addr, op->buf, op->bytes);
+	else if (link->read_peer)
+		ret = link->read_peer(link->arg, h->addr, op->buf, op->bytes);
+	else
+		ret = -ENOSYS;
 	/* Withdrawn meanwhile: what was read may not be the message. */
 	mlap2p_fence(__ATOMIC_SEQ_CST);
 	if (simple_unpublished(op))
@@ -602,7 +626,9 @@ static int simple_recv_pull(struct mlap2p_op *op)
 		op->left = 0;
 		op->off = op->bytes;
 		conn->step = tag;
-		return MLAP2P_OP_DONE;
+		op->state = SIMPLE_TAKEN;
+		return simple_taken(op) == MLAP2P_OP_DONE ? MLAP2P_OP_DONE :
+		       MLAP2P_OP_MOVED;
 	}
 	op->mode = MLAP2P_MODE_REFUSED;	/* op->left steps through the slots */
 	return MLAP2P_OP_MOVED;
@@ -676,6 +702,8 @@ int mlap2p_simple_progress(struct mlap2p_op *op)
 		return simple_publish(op);
 	case SIMPLE_PULLED:
 		return simple_pulled(op);
+	case SIMPLE_TAKEN:
+		return simple_taken(op);
 	case SIMPLE_DRAIN:
 		/* Read mode and split: the receiver copies from our buffer
 		 * until *head catches up with the last step; NETPTR: the proxy
