@@ -223,9 +223,9 @@ void mlap2p_hold_leave(struct mlap2p_hold *h)
 	__atomic_sub_fetch(&h->entering, 1, __ATOMIC_RELEASE);
 }
 
-void mlap2p_hold_put(struct mlap2p_hold *h)
+void mlap2p_hold_put(struct mlap2p_hold *h, unsigned int n)
 {
-	if (h && !__atomic_sub_fetch(&h->refs, 1, __ATOMIC_ACQ_REL))
+	if (h && n && !__atomic_sub_fetch(&h->refs, n, __ATOMIC_ACQ_REL))
 		free(h);
 }
 
@@ -342,7 +342,7 @@ static void mlap2p_comm_free(struct mlap2p_comm *api)
 	free(comm->connectSend);
 	free(comm->connectRecv);
 	pthread_mutex_destroy(&comm->lock);
-	mlap2p_hold_put(comm->hold);
+	mlap2p_hold_put(comm->hold, 1);
 	free(api);
 }
 

@@ -33,14 +33,15 @@ void mlap2p_comm_leave(struct ncclComm *comm);
  * mlap2p_hold_enter() is -ECANCELED once the communicator was aborted;
  * on 0 the communicator is still there until mlap2p_hold_leave(), and
  * whoever means to use it longer enters it (mlap2p_comm_enter) before
- * that.  mlap2p_hold_put() drops the hold.  While holds are out,
+ * that.  mlap2p_hold_put(h, n) drops n holds (records that share one
+ * may be put together).  While holds are out,
  * mlap2p_comm_destroy() fails with -EBUSY; abort always goes ahead.
  */
 struct mlap2p_hold;
 struct mlap2p_hold *mlap2p_comm_hold(struct ncclComm *comm);
 int mlap2p_hold_enter(struct mlap2p_hold *h);
 void mlap2p_hold_leave(struct mlap2p_hold *h);
-void mlap2p_hold_put(struct mlap2p_hold *h);
+void mlap2p_hold_put(struct mlap2p_hold *h, unsigned int n);
 
 /*
  * 0 while @rank's process lives (same pid and start time as at init),

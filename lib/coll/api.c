@@ -65,7 +65,7 @@ out:
 		ret = group_err;
 	while ((o = group_head)) {
 		group_head = o->groupNext;
-		mlap2p_hold_put(o->hold);
+		mlap2p_hold_put(o->hold, 1);
 		free(o);
 	}
 	group_tail = NULL;

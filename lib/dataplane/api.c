@@ -112,75 +112,105 @@ static void dp_abandon(struct mlap2p_request *r)
 		free(r);	/* finished already */
 }
 
-/*
- * Enter @r's communicator for its group's wait: 0, or -ECANCELED once the
- * communicator is aborted (it may be freed already), with @r abandoned.
- */
-static int dp_group_in(struct mlap2p_request *r)
-{
-	struct mlap2p_hold *h = r->hold;
-	int ret = mlap2p_hold_enter(h);
+#define DP_GROUP_FEW	16	/* records a group's end tracks on its stack */
 
-	if (!ret) {
-		ret = dp_in(r->dp);
+/*
+ * Take the records at group_head that share the first one's hold (one
+ * communicator, posted one after another), at most @max - *n of them,
+ * into reqs[*n...], each entered for the wait (dp_in); the hold is
+ * entered once for them all, which keeps the atomics per record to the
+ * one of mlap2p_comm_hold().  Once their communicator is aborted (it may
+ * be freed already) the records are abandoned instead and their holds
+ * put: then -ECANCELED, else 0.
+ */
+static int dp_group_take(struct mlap2p_request **reqs, int *n, int max)
+{
+	struct mlap2p_request *r = group_head;
+	struct mlap2p_hold *h = r->hold;
+	unsigned int dropped = 0;
+	int entered = !mlap2p_hold_enter(h), ret = entered ? 0 : -ECANCELED;
+
+	for (; r && r->hold == h && *n < max; r = group_head) {
+		group_head = r->groupNext;
+		if (!ret)
+			ret = dp_in(r->dp);
+		if (ret) {
+			dp_abandon(r);
+			dropped++;
+		} else {
+			reqs[(*n)++] = r;
+		}
+	}
+	if (entered)
 		mlap2p_hold_leave(h);
-	}
-	if (ret) {
-		dp_abandon(r);
-		mlap2p_hold_put(h);
-	}
+	mlap2p_hold_put(h, dropped);
 	return ret;
 }
 
-/* After dp_group_in() and the wait: @r's status; @r is freed. */
-static int dp_group_out(struct mlap2p_request *r)
+/*
+ * After dp_group_take() and the wait: leave and free reqs[0..n), put
+ * their holds (one put per run that shares one), and return @ret, or the
+ * first of their statuses if @ret is 0.
+ */
+static int dp_group_out(struct mlap2p_request **reqs, int n, int ret)
 {
-	struct mlap2p_hold *h = r->hold;
-	int status = r->status;
+	struct mlap2p_hold *h = NULL;
+	unsigned int held = 0;
+	int i;
 
-	dp_out(r->dp);
-	free(r);
-	mlap2p_hold_put(h);
-	return status;
+	for (i = 0; i < n; i++) {
+		struct mlap2p_request *r = reqs[i];
+
+		if (r->hold != h) {
+			mlap2p_hold_put(h, held);
+			h = r->hold;
+			held = 0;
+		}
+		if (!ret)
+			ret = r->status;
+		dp_out(r->dp);
+		free(r);
+		held++;
+	}
+	mlap2p_hold_put(h, held);
+	return ret;
 }
 
 /*
  * Everyone is inside a blocking call before the first wait, or their
  * communicator is being aborted: then its requests are the abort's to
- * finish, and whoever is last frees them.
+ * finish, and whoever is last frees them.  A group of up to DP_GROUP_FEW
+ * records allocates nothing here; without the memory to track a larger
+ * one, each record is waited for in turn.
  */
 int mlap2p_dp_group_wait(int err)
 {
-	struct mlap2p_request **reqs, *r;
-	int n = 0, i, ret, st;
+	struct mlap2p_request *few[DP_GROUP_FEW], **reqs = few, *r;
+	int n = 0, max = DP_GROUP_FEW, ret, st;
 
 	ret = group_err ? group_err : err;
 	for (r = group_head; r; r = r->groupNext)
 		n++;
-	reqs = calloc(n ? n : 1, sizeof(*reqs));
-	for (n = 0; (r = group_head); ) {
-		group_head = r->groupNext;
-		st = dp_group_in(r);
-		if (!st && reqs) {
-			reqs[n++] = r;
-			continue;
+	if (n > DP_GROUP_FEW) {
+		reqs = calloc(n, sizeof(*reqs));
+		max = n;
+		if (!reqs) {
+			reqs = few;
+			max = 1;
 		}
-		if (!st) {	/* cannot track them: wait for each in turn */
-			dp_wait_reqs(&r, 1);
-			st = dp_group_out(r);
-		}
-		if (!ret)
-			ret = st;
 	}
-	if (reqs) {
-		dp_wait_reqs(reqs, n);
-		for (i = 0; i < n; i++) {
-			st = dp_group_out(reqs[i]);
+	while (group_head) {
+		n = 0;
+		while (group_head && n < max) {
+			st = dp_group_take(reqs, &n, max);
 			if (!ret)
 				ret = st;
 		}
-		free(reqs);
+		dp_wait_reqs(reqs, n);
+		ret = dp_group_out(reqs, n, ret);
 	}
+	if (reqs != few)
+		free(reqs);
 	group_err = 0;
 	return ret;
 }
