@@ -1347,6 +1347,20 @@ TEST(sender_first_fault_pushes_that_message_only)
 	free(dst);
 }
 
+/* A SIMPLE send of src and its receive into dst over @w, not started. */
+static void simple_pair(struct wire *w, struct mlap2p_op *snd,
+			struct mlap2p_op *r, char *src, char *dst, size_t bytes)
+{
+	*snd = (struct mlap2p_op){
+		.link = &w->slink, .proto = NCCL_PROTO_SIMPLE,
+		.send = 1, .buf = src, .bytes = bytes,
+	};
+	*r = (struct mlap2p_op){
+		.link = &w->rlink, .proto = NCCL_PROTO_SIMPLE,
+		.send = 0, .buf = dst, .bytes = bytes,
+	};
+}
+
 /*
  * A receiver that read a sender-first message and answered completes only
  * once the sender has taken its offer back (how 0) or has withdrawn the
@@ -1369,14 +1383,7 @@ TEST(sender_first_receive_ends_at_the_senders_answer)
 		w.slink.publish = wire_publish;
 		fill(src, bytes, 60 + how);
 		memset(dst, 0, bytes);
-		snd = (struct mlap2p_op){
-			.link = &w.slink, .proto = NCCL_PROTO_SIMPLE,
-			.send = 1, .buf = src, .bytes = bytes,
-		};
-		r = (struct mlap2p_op){
-			.link = &w.rlink, .proto = NCCL_PROTO_SIMPLE,
-			.send = 0, .buf = dst, .bytes = bytes,
-		};
+		simple_pair(&w, &snd, &r, src, dst, bytes);
 		ASSERT_EQ(0, mlap2p_op_start(&snd));	/* published */
 		ASSERT_EQ(0, mlap2p_op_start(&r));
 		for (n = 0; n < 8 && !w.sendMem->head; n++)
@@ -1493,14 +1500,7 @@ TEST(sender_first_withdrawn_fails_receive)
 		 */
 		ASSERT_EQ(0, split_wire(&w, i >= 2 ? -EFAULT : 0, 0));
 		w.slink.publish = wire_publish;
-		snd = (struct mlap2p_op){
-			.link = &w.slink, .proto = NCCL_PROTO_SIMPLE,
-			.send = 1, .buf = src, .bytes = bytes,
-		};
-		r = (struct mlap2p_op){
-			.link = &w.rlink, .proto = NCCL_PROTO_SIMPLE,
-			.send = 0, .buf = dst, .bytes = bytes,
-		};
+		simple_pair(&w, &snd, &r, src, dst, bytes);
 		ASSERT_EQ(0, mlap2p_op_start(&snd));	/* published */
 		ASSERT_EQ((uint64_t)1, w.recvMem->tail);
 		if (i == 0) {
