@@ -1807,6 +1807,68 @@ TEST_F_TIMEOUT(solo, abort_during_group_end, 180)
 	}
 }
 
+/*
+ * A sender-first isend whose rank then makes no call into the library
+ * (it waits on the test's pipe for the peer): the peer's blocking receive
+ * still completes, single copy, without the sender's answer (it asks
+ * the sender's pidfd instead), and only then does the sender go on.
+ * Rank 0 posts a receive first so that auto counts the isend as an
+ * exchange.
+ */
+#define SILENT_N	MiB
+
+static int silent_sender_body(struct job *j, int rank,
+			      struct mlap2p_comm *comm)
+{
+	unsigned char *sb = malloc(SILENT_N), *rb = malloc(SILENT_N);
+	struct mlap2p_request *r[2] = { NULL, NULL };
+	unsigned long long ops, direct;
+	int other = !rank, ret = 0;
+
+	if (!sb || !rb || mlap2p_connect_peers(comm, 1, 1, &other, 1, &other))
+		ret = 110;
+	if (!ret) {
+		fill(sb, SILENT_N, 50 + rank);
+		memset(rb, 0, SILENT_N);
+	}
+	if (!ret && rank == 0) {
+		if (mlap2p_irecv(comm, rb, SILENT_N, other, &r[0]) ||
+		    mlap2p_isend(comm, sb, SILENT_N, other, &r[1]))
+			ret = 111;
+		else if (job_wait_post(j, other, 0))	/* no progress */
+			ret = 112;
+		else if (mlap2p_request_waitall(2, r))
+			ret = 113;
+	} else if (!ret) {
+		if (mlap2p_recv(comm, rb, SILENT_N, other))
+			ret = 114;
+		else if (job_post(j, rank))
+			ret = 115;
+		else if (mlap2p_send(comm, sb, SILENT_N, other))
+			ret = 116;
+	}
+	if (!ret && wrong(rb, SILENT_N, 50 + other))
+		ret = 117;
+	if (!ret && (t_link_counts(comm, rank ? "rank 1 <- 0" : "rank 0 -> 1",
+				   &ops, &direct) || ops != 1 || direct != 1)) {
+		fprintf(stderr, "# rank %d: %llu of %llu single copy\n", rank,
+			direct, ops);
+		ret = 118;
+	}
+	free(sb);
+	free(rb);
+	return ret;
+}
+
+TEST_F_TIMEOUT(solo, sender_first_silent_sender, 120)
+{
+	struct job j = { .n = 2, .cores = { 0, 4 }, .fn = silent_sender_body };
+
+	if (!cma_between_siblings())
+		SKIP(return, "no cross-memory attach between siblings here");
+	ASSERT_EQ(0, job_run(&j, 100));
+}
+
 /* ---- mlap2p_ipost_on: what it takes -------------------------------------- */
 
 /*

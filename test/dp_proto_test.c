@@ -41,6 +41,7 @@ struct wire {
 	int readFailAt;		/* ... only at this call (1-based); 0: at every */
 	int reads;		/* wire_read_peer calls */
 	int pulls;		/* ... of them through wire_pull_peer */
+	int stills;		/* wire_still_peer calls */
 	size_t readMax;		/* the largest of them, bytes */
 	struct mlap2p_op *withdraw;	/* revoked within the next read */
 };
@@ -94,6 +95,15 @@ static int wire_pull_peer(void *arg, uint64_t addr, void *dst, size_t bytes)
 
 	__atomic_add_fetch(&w->pulls, 1, __ATOMIC_RELAXED);
 	return wire_read_peer(arg, addr, dst, bytes);
+}
+
+/* Is the sender still the process read from?  As wire_alive says. */
+static int wire_still_peer(void *arg)
+{
+	struct wire *w = arg;
+
+	w->stills++;
+	return __atomic_load_n(&w->dead, __ATOMIC_RELAXED) ? -ECONNRESET : 0;
 }
 
 /* Offer by address; the sender's writes answer err (0: they work). */
@@ -1366,7 +1376,10 @@ static void simple_pair(struct wire *w, struct mlap2p_op *snd,
  * once the sender has taken its offer back (how 0) or has withdrawn the
  * message after the read (how 1): until one of them, the pid it read from
  * may have been another process's as far as it knows, since pull_peer
- * checks none.  The read is one pull_peer call of the whole message.
+ * checks none.  A sender that stays silent is asked the other way after
+ * MLAP2P_PULL_WAITS checks, once: alive, the receive is done (how 2);
+ * dead, -ECONNRESET (how 3).  Without still_peer (how 0, 1) it is never
+ * asked.  The read is one pull_peer call of the whole message.
  */
 TEST(sender_first_receive_ends_at_the_senders_answer)
 {
@@ -1378,9 +1391,12 @@ TEST(sender_first_receive_ends_at_the_senders_answer)
 
 	ASSERT_NE(NULL, src);
 	ASSERT_NE(NULL, dst);
-	for (how = 0; how < 2; how++) {
+	for (how = 0; how < 4; how++) {
 		ASSERT_EQ(0, split_wire(&w, 0, 0));
 		w.slink.publish = wire_publish;
+		if (how >= 2)
+			w.rlink.still_peer = wire_still_peer;
+		w.dead = how == 3;
 		fill(src, bytes, 60 + how);
 		memset(dst, 0, bytes);
 		simple_pair(&w, &snd, &r, src, dst, bytes);
@@ -1393,8 +1409,22 @@ TEST(sender_first_receive_ends_at_the_senders_answer)
 		EXPECT_EQ(1, w.pulls);
 		EXPECT_EQ(1, w.reads);
 		EXPECT_EQ(bytes, w.readMax);
-		for (n = 0; n < 3; n++)
-			EXPECT_EQ(MLAP2P_OP_IDLE, mlap2p_op_progress(&r))
+		if (how >= 2) {
+			/* the answering call was the first check */
+			for (n = 2; n < MLAP2P_PULL_WAITS; n++)
+				ASSERT_EQ(MLAP2P_OP_IDLE,
+					  mlap2p_op_progress(&r))
+					TH_LOG("how %d, check %d", how, n);
+			EXPECT_EQ(0, w.stills);
+			EXPECT_EQ(how == 2 ? MLAP2P_OP_DONE : -ECONNRESET,
+				  mlap2p_op_progress(&r));
+			EXPECT_EQ(1, w.stills);
+			mlap2p_simple_revoke(&snd);
+			wire_fini(&w);
+			continue;
+		}
+		for (n = 0; n < 3 * MLAP2P_PULL_WAITS; n++)
+			ASSERT_EQ(MLAP2P_OP_IDLE, mlap2p_op_progress(&r))
 				TH_LOG("how %d, call %d", how, n);
 		if (how == 0) {
 			EXPECT_EQ(MLAP2P_OP_DONE, mlap2p_op_progress(&snd));

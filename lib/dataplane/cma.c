@@ -177,6 +177,27 @@ int dp_pull_peer(void *arg, uint64_t addr, void *dst, size_t bytes)
 	return dp_peer_copy(arg, addr, dst, bytes, 0, 0);
 }
 
+/*
+ * After a pull: has the peer's process exited since?  Its pidfd, or
+ * without one the start time the liveness checks compare.
+ */
+int dp_still_peer(void *arg)
+{
+	struct dp_link *k = arg;
+	struct pollfd p = { .fd = k->pidfd, .events = POLLIN };
+	int ret;
+
+	if (k->pidfd >= 0)
+		ret = poll(&p, 1, 0) > 0 ? -ECONNRESET : 0;
+	else
+		ret = mlap2p_peer_alive(k->dp->comm, k->l.peer);
+	if (ret)
+		WARN("rank %d: peer rank %d (pid %d) died; a receive from it failed (read by cross-memory attach, not answered)",
+		     k->dp->comm->rank, k->l.peer,
+		     k->dp->comm->peerInfo[k->l.peer].pid);
+	return ret ? -ECONNRESET : 0;
+}
+
 /* NET: may the proxy send this buffer in place (a registered region)? */
 int dp_net_reg(void *arg, const void *buf, size_t bytes)
 {

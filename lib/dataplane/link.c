@@ -331,6 +331,7 @@ struct dp_link *dp_link_on(struct dp *dp, int ch, int peer, int send,
 	k->l.write_peer = dp_write_peer;
 	k->l.read_peer = dp_read_peer;
 	k->l.pull_peer = dp_pull_peer;
+	k->l.still_peer = dp_still_peer;
 	k->l.reg = dp_net_reg;
 	k->l.publish = dp_publish;
 	k->l.arg = k;

@@ -99,7 +99,11 @@
  * withdrawn the message after the read, see below): a store the sender
  * made after the read ended, so the pid read from was the sender's
  * throughout, and link->pull_peer need not check it before the read (a
- * system call per message, 1.2 us on this machine's VM).
+ * system call per message, 1.2 us on this machine's VM).  A sender that
+ * does not answer within MLAP2P_PULL_WAITS idle checks (it is busy
+ * elsewhere: an isend left to progress later) is asked after instead, by
+ * link->still_peer (a poll of its pidfd), so that the receive never waits
+ * for the sender's next call into the library.
  * MLAP2P_PULL_AGAIN (-EFAULT) or MLAP2P_PULL_NEVER (-EPERM, -ENOSYS: Yama,
  * no CONFIG_CROSS_MEMORY_ATTACH; the sender then sets
  * MLAP2P_LINK_NOPUBLISH and publishes no more): the sender pushes the
@@ -203,6 +207,10 @@ struct mlap2p_xchg {
  */
 #define MLAP2P_SIZE_PULL	INT32_MIN
 
+/* Idle checks a pulled receive waits for the sender's answer before it
+ * asks link->still_peer instead (about 5 us of passes). */
+#define MLAP2P_PULL_WAITS	64
+
 struct mlap2p_pull {
 	uint64_t step;		/* the message's first step */
 	uint64_t addr;		/* the send buffer, in the sender's process */
@@ -276,6 +284,11 @@ struct mlap2p_link {
 	 * the read (the engine waits for the sender's answer after it).
 	 * NULL: read_peer does it. */
 	int (*pull_peer)(void *arg, uint64_t addr, void *dst, size_t bytes);
+	/* After a pull_peer read: 0 if the peer's process has not exited
+	 * since (so the pid read from was the peer's throughout), else
+	 * -errno.  Asked when the sender is slow to answer.  NULL: the
+	 * receive waits for the answer. */
+	int (*still_peer)(void *arg);
 	/* MLAP2P_LINK_NETPTR: may the proxy send [buf, buf+bytes) in place
 	 * (it lies in one region the fabric registered)?  1 yes, 0 no: the
 	 * slots carry it.  Called once per SIMPLE send, when it starts. */
@@ -338,6 +351,8 @@ struct mlap2p_op {
 	uint64_t steps;			/* payload steps of the message */
 	uint64_t copied;		/* split receiver: steps the slots
 					 * carried (refused by the peer) */
+	unsigned int waits;		/* pulled receiver: idle checks for
+					 * the sender's answer */
 };
 
 /* Per-protocol engines (lib/proto_ll.c, proto_ll128.c, proto_simple.c). */

@@ -177,6 +177,7 @@ int mlap2p_simple_start(struct mlap2p_op *op)
 	op->landed = 0;
 	op->split = 0;
 	op->copied = 0;
+	op->waits = 0;
 	op->steps = op->left;
 	op->state = conn->ptrExchange ? SIMPLE_XCHG : SIMPLE_STEPS;
 	if (op->send && op->bytes && !conn->ptrExchange && conn->ptrsFifo &&
@@ -571,15 +572,23 @@ static int simple_unpublished(const struct mlap2p_op *op)
  * read ended, so the pid read from was the sender's the whole time: one it
  * had left and another process took could not have answered.  That is
  * what lets pull_peer skip the system call that checks the pid before
- * each read (lib/proto.h).  Until then MLAP2P_OP_IDLE; the caller bounds
- * the wait by the sender's liveness, as for any step.
+ * each read (lib/proto.h).  A sender that does not answer within
+ * MLAP2P_PULL_WAITS checks is asked by link->still_peer instead: alive
+ * after the read proves the same.
  */
 static int simple_taken(struct mlap2p_op *op)
 {
-	if (!__atomic_load_n(op->link->conn->ptrExchange, __ATOMIC_ACQUIRE) ||
+	struct mlap2p_link *link = op->link;
+	int ret;
+
+	if (!__atomic_load_n(link->conn->ptrExchange, __ATOMIC_ACQUIRE) ||
 	    simple_unpublished(op))
 		return MLAP2P_OP_DONE;
-	return MLAP2P_OP_IDLE;
+	if (!link->still_peer || ++op->waits < MLAP2P_PULL_WAITS)
+		return MLAP2P_OP_IDLE;
+	/* Busy elsewhere: prove it the other way, at a system call. */
+	ret = link->still_peer(link->arg);
+	return ret ? ret : MLAP2P_OP_DONE;
 }
 
 /*
