@@ -91,6 +91,14 @@ int dp_describe(void *arg, const void *buf, size_t bytes,
  * (lib/proto/simple.c, simple_taken).  The kernel checks ptrace access and
  * answers -EPERM when it is refused.
  */
+/* Has the peer's process exited?  Its pidfd says so (0 without one). */
+static int dp_peer_exited(const struct dp_link *k)
+{
+	struct pollfd p = { .fd = k->pidfd, .events = POLLIN };
+
+	return k->pidfd >= 0 && poll(&p, 1, 0) > 0;
+}
+
 static int dp_peer_copy(struct dp_link *k, uint64_t addr, void *buf,
 			size_t bytes, int write, int check)
 {
@@ -120,12 +128,8 @@ static int dp_peer_copy(struct dp_link *k, uint64_t addr, void *buf,
 		return -EPERM;
 	/* Each message's first step: is the peer still that process?  A
 	 * pull is checked after instead, by the sender's answer. */
-	if (check && addr != k->cmaNext && k->pidfd >= 0) {
-		struct pollfd p = { .fd = k->pidfd, .events = POLLIN };
-
-		if (poll(&p, 1, 0) > 0)
-			goto died;
-	}
+	if (check && addr != k->cmaNext && dp_peer_exited(k))
+		goto died;
 	k->cmaNext = check ? addr + bytes : 0;
 	while (local.iov_len) {
 		n = write ? process_vm_writev(pi->pid, &local, 1, &remote, 1, 0) :
@@ -184,13 +188,9 @@ int dp_pull_peer(void *arg, uint64_t addr, void *dst, size_t bytes)
 int dp_still_peer(void *arg)
 {
 	struct dp_link *k = arg;
-	struct pollfd p = { .fd = k->pidfd, .events = POLLIN };
-	int ret;
+	int ret = k->pidfd >= 0 ? dp_peer_exited(k) :
+		  mlap2p_peer_alive(k->dp->comm, k->l.peer);
 
-	if (k->pidfd >= 0)
-		ret = poll(&p, 1, 0) > 0 ? -ECONNRESET : 0;
-	else
-		ret = mlap2p_peer_alive(k->dp->comm, k->l.peer);
 	if (ret)
 		WARN("rank %d: peer rank %d (pid %d) died; a receive from it failed (read by cross-memory attach, not answered)",
 		     k->dp->comm->rank, k->l.peer,

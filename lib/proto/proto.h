@@ -281,8 +281,9 @@ struct mlap2p_link {
 	int (*read_peer)(void *arg, uint64_t addr, void *dst, size_t bytes);
 	/* Sender first: read_peer for a whole published message, which
 	 * need not check that the peer's pid is still the peer's before
-	 * the read (the engine waits for the sender's answer after it).
-	 * NULL: read_peer does it. */
+	 * the read (the engine waits for the sender's answer after it);
+	 * 0 or -errno as read_peer.  NULL: as -ENOSYS, the sender pushes
+	 * the message through the slots. */
 	int (*pull_peer)(void *arg, uint64_t addr, void *dst, size_t bytes);
 	/* After a pull_peer read: 0 if the peer's process has not exited
 	 * since (so the pid read from was the peer's throughout), else

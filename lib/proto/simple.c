@@ -610,12 +610,8 @@ static int simple_recv_pull(struct mlap2p_op *op)
 	op->offeredAddr = 0;
 	if (simple_unpublished(op))
 		return -ECANCELED;
-	if (link->pull_peer)
-		ret = link->pull_peer(link->arg, h->addr, op->buf, op->bytes);
-	else if (link->read_peer)
-		ret = link->read_peer(link->arg, h->addr, op->buf, op->bytes);
-	else
-		ret = -ENOSYS;
+	ret = link->pull_peer ? link->pull_peer(link->arg, h->addr, op->buf,
+						op->bytes) : -ENOSYS;
 	/* Withdrawn meanwhile: what was read may not be the message. */
 	mlap2p_fence(__ATOMIC_SEQ_CST);
 	if (simple_unpublished(op))
