@@ -1027,6 +1027,179 @@ TEST_F_TIMEOUT(solo, abort_ends_a_collective, 60)
 	ASSERT_EQ(0, job_run(&j, 50));
 }
 
+/* ---- direct: 2 ranks, buffers from mlap2p_mem_alloc ------------------ */
+
+struct dcase {
+	int dt, op;
+	size_t count;
+};
+
+static const struct dcase dcases[] = {
+	{ MLAP2P_FLOAT32, MLAP2P_SUM, 100003 },
+	{ MLAP2P_FLOAT32, MLAP2P_AVG, 4097 },
+	{ MLAP2P_BFLOAT16, MLAP2P_SUM, 30001 },
+	{ MLAP2P_FLOAT16, MLAP2P_MAX, 8193 },
+	{ MLAP2P_FP8_E4M3, MLAP2P_AVG, 20011 },
+	{ MLAP2P_FLOAT64, MLAP2P_MIN, 5003 },
+	{ MLAP2P_INT32, MLAP2P_AVG, 7001 },
+	{ MLAP2P_INT8, MLAP2P_PROD, 65537 },
+	{ MLAP2P_UINT64, MLAP2P_SUM, 1031 },
+};
+
+struct dmode {
+	int plain;		/* which rank's buffers are malloc'd, or -1 */
+	int direct;		/* MLAP2P_COLL_DIRECT */
+};
+
+/* Steps channel 1's ring has sent: a direct all-reduce uses channel 0
+ * only (its header, handles and done words), the ring both. */
+static int ch1_steps(struct mlap2p_comm *comm, int rank, uint64_t *steps)
+{
+	struct mlap2p_conn_desc d;
+
+	if (mlap2p_conn_get(comm, 1, !rank, MLAP2P_DIR_SEND, &d))
+		return -1;
+	*steps = d.host->conn.step;
+	return 0;
+}
+
+static int direct_body(struct job *j, int rank, struct mlap2p_comm *comm)
+{
+	const struct dmode *m = j->arg;
+	size_t maxb = 100003 * 4 + 64, i;
+	int reg = m->plain != rank, ip, k, ret;
+	unsigned char *sb, *rb, *want = malloc(maxb);
+	struct ctx c;
+	uint64_t s0, s1;
+
+	memset(&c, 0, sizeof(c));
+	c.in[0] = malloc(maxb);
+	c.in[1] = malloc(maxb);
+	if (reg) {
+		if (mlap2p_mem_alloc(comm, maxb, (void **)&sb) ||
+		    mlap2p_mem_alloc(comm, maxb, (void **)&rb))
+			return 80;
+	} else {
+		sb = malloc(maxb);
+		rb = malloc(maxb);
+	}
+	if (!sb || !rb || !want || !c.in[0] || !c.in[1])
+		return 81;
+	for (k = 0; k < (int)(sizeof(dcases) / sizeof(dcases[0])); k++)
+	for (ip = 0; ip < 2; ip++) {
+		const struct dcase *d = &dcases[k];
+		unsigned char *s = ip ? rb : sb;
+		int ranks[2] = { 0, 1 };
+		size_t es = mlap2p_dtype_size(d->dt), b = d->count * es;
+
+		c.n = 2;
+		c.rank = rank;
+		c.dt = d->dt;
+		c.op = d->op;
+		c.es = es;
+		c.count = d->count;
+		gen(c.in[0], d->count, d->dt, 0, k);
+		gen(c.in[1], d->count, d->dt, 1, k);
+		memcpy(s, c.in[rank], b);
+		memset(rb + (ip ? b : 0), 0xa5, ip ? 64 : b + 64);
+		if (ch1_steps(comm, rank, &s0) && k + ip)
+			return 82;
+		ret = mlap2p_all_reduce(comm, s, rb, d->count, d->dt, d->op);
+		if (ret) {
+			fprintf(stderr, "# rank %d: all_reduce(%zu %s %s): %s\n",
+				rank, d->count, mlap2p_dtype_name(d->dt),
+				mlap2p_redop_name(d->op), mlap2p_last_error());
+			return 83;
+		}
+		/* The first call connected the rings. */
+		if (ch1_steps(comm, rank, &s1))
+			return 84;
+		if (!k && !ip)
+			s0 = s1;
+		/* Two ranks: x0 op x1 per element (ring order is the same
+		 * for commutative ops, so one reference serves both). */
+		contribs(&c, d->count);
+		fold(&c, want, ranks, 0, d->count);
+		if (memcmp(rb, want, b) || memcmp(rb + b, "\xa5\xa5\xa5\xa5", 4)) {
+			for (i = 0; i < b && rb[i] == want[i]; i++)
+				;
+			fprintf(stderr, "# rank %d: all_reduce(%zu %s %s, %s): byte %zu of %zu is %02x, want %02x\n",
+				rank, d->count, mlap2p_dtype_name(d->dt),
+				mlap2p_redop_name(d->op),
+				ip ? "in place" : "out of place", i, b,
+				i < b ? rb[i] : 0, i < b ? want[i] : 0);
+			return 85;
+		}
+		/* Direct when both ranks' buffers are regions, else the
+		 * ring (whose lanes carry channel 1 from 8 KiB on). */
+		if ((k || ip) && b >= 8192 &&
+		    (s1 == s0) != (m->plain < 0 && m->direct)) {
+			fprintf(stderr, "# rank %d: all_reduce(%zu %s): channel 1 sent %llu steps: the %s ran\n",
+				rank, b, mlap2p_dtype_name(d->dt),
+				(unsigned long long)(s1 - s0),
+				s1 == s0 ? "direct algorithm" : "ring");
+			return 86;
+		}
+	}
+	/* A count that differs still fails both ranks, naming them. */
+	ret = mlap2p_all_reduce(comm, sb, rb, 5000 + (size_t)rank,
+				MLAP2P_FLOAT32, MLAP2P_SUM);
+	if (ret != -EPROTO || !strstr(mlap2p_last_error(), "mismatch")) {
+		fprintf(stderr, "# rank %d: want -EPROTO, got %d: %s\n", rank,
+			ret, mlap2p_last_error());
+		return 87;
+	}
+	if (!reg) {
+		free(sb);
+		free(rb);
+	}
+	free(want);
+	free(c.in[0]);
+	free(c.in[1]);
+	return 0;
+}
+
+FIXTURE(direct) {
+	struct job j;
+	struct dmode m;
+};
+
+FIXTURE_VARIANT(direct) {
+	int threads, plain, direct;
+};
+
+FIXTURE_VARIANT_ADD(direct, processes) { .threads = 0, .plain = -1, .direct = 1 };
+FIXTURE_VARIANT_ADD(direct, threads) { .threads = 1, .plain = -1, .direct = 1 };
+FIXTURE_VARIANT_ADD(direct, rank0_plain) { .threads = 0, .plain = 0, .direct = 1 };
+FIXTURE_VARIANT_ADD(direct, rank1_plain) { .threads = 1, .plain = 1, .direct = 1 };
+FIXTURE_VARIANT_ADD(direct, turned_off) { .threads = 0, .plain = -1, .direct = 0 };
+
+FIXTURE_SETUP(direct)
+{
+	env_defaults();
+	setenv("MLAP2P_COLL_DIRECT", variant->direct ? "1" : "0", 1);
+	/* Both store paths: streaming from 64 KiB on. */
+	setenv("MLAP2P_NT_MIN", "64K", 1);
+	self->m.plain = variant->plain;
+	self->m.direct = variant->direct;
+	memset(&self->j, 0, sizeof(self->j));
+	self->j.n = 2;
+	self->j.threads = variant->threads;
+	self->j.fn = direct_body;
+	self->j.arg = &self->m;
+}
+
+FIXTURE_TEARDOWN(direct)
+{
+	unsetenv("MLAP2P_COLL_DIRECT");
+	unsetenv("MLAP2P_NT_MIN");
+}
+
+TEST_F_TIMEOUT(direct, exact_and_taken_when_both_are_regions, 120)
+{
+	ASSERT_EQ(0, job_run(&self->j, 110));
+}
+
 /* ---- groups ---------------------------------------------------------- */
 
 static int group_body(struct job *j, int rank, struct mlap2p_comm *comm)

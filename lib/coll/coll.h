@@ -5,7 +5,8 @@
  * plane: isend/irecv/request_test between ring neighbours.  What the files
  * of lib/coll/ share: state.c (per-communicator state, requests, the
  * preamble), ring.c (unit geometry, the ring and pair data phases), run.c
- * (running a collective), api.c (groups, argument checks, the API).
+ * (running a collective), direct.c (the 2-rank all-reduce straight
+ * between regions), api.c (groups, argument checks, the API).
  *
  * Every collective is a small state machine (struct cop): connect, a
  * preamble that checks that all ranks make the same call, the data phase,
@@ -91,6 +92,8 @@ struct coll {
 	unsigned int algoMask;		/* NCCL_ALGO */
 	size_t chunk;			/* MLAP2P_COLL_CHUNK */
 	size_t oneshotMax;		/* MLAP2P_COLL_ONESHOT_MAX */
+	int direct;			/* MLAP2P_COLL_DIRECT */
+	uint64_t ntMin;			/* MLAP2P_NT_MIN */
 	int allPeers;			/* every pair connected */
 	char *scratch;
 	size_t scratchBytes;
@@ -131,6 +134,14 @@ struct lane {
 	int d;				/* chain distance from root */
 };
 
+/* What a rank offering the direct all-reduce sends (direct.c). */
+struct ddesc {
+	unsigned char ipcIn[MLAP2P_IPC_HANDLE_SIZE];
+	unsigned char ipcOut[MLAP2P_IPC_HANDLE_SIZE];
+	uint64_t offIn, offOut;		/* in the regions */
+	uint64_t bytes;			/* of each buffer */
+};
+
 /* One collective in progress. */
 struct cop {
 	struct coll *c;
@@ -160,6 +171,16 @@ struct cop {
 	/* pairs (one-shot data, all-to-all) */
 	struct mlap2p_request *preq[2 * PAIRS_MAX];
 	int npreq;
+
+	/* direct (direct.c) */
+	int direct, dpeer;		/* we offered, the peer offered */
+	int dstate;
+	struct mlap2p_request *ds, *dr;	/* handles, then the done words */
+	struct ddesc dmine, dtheirs;
+	const char *dpin;		/* the peer's input and output */
+	char *dpout;
+	size_t dnext, dend;		/* our half's elements left */
+	uint64_t dfin[2];
 };
 
 /* A non-blocking collective: its request ends when the op does. */
@@ -193,6 +214,14 @@ void ring_orphan(struct cop *o);
 int ring_progress(struct cop *o, int *moved);
 void ring_setup(struct cop *o);
 char *slot_t(const struct cop *o);
+
+/* direct.c */
+int direct_offer(struct cop *o);
+uint64_t direct_word(const struct cop *o);
+int direct_start(struct cop *o);
+int direct_pending(const struct cop *o);
+int direct_progress(struct cop *o, int *moved);
+void direct_orphan(struct cop *o);
 
 /* run.c */
 int check_peers(struct cop *o);

@@ -36,6 +36,7 @@ void ring_orphan_all(struct cop *o)
 		orphan(o->c, &o->pr);
 	}
 	ring_orphan(o);
+	direct_orphan(o);
 	for (int i = 0; i < o->npreq; i++)
 		orphan(o->c, &o->preq[i]);
 	o->npreq = 0;
@@ -75,6 +76,9 @@ int cop_progress(struct cop *o, int *moved)
 		o->ps = o->pr = NULL;
 		o->npreq = 0;
 		o->nlanes = 0;
+		o->direct = direct_offer(o);
+		o->dpeer = 0;
+		o->ds = o->dr = NULL;
 		if (avg_pre(o) && o->algo == ALGO_ONESHOT && !oneshot_inline(o))
 			mlap2p_premul(slot_t(o), o->in, o->count, o->dtype,
 				      1.0 / c->n);
@@ -112,13 +116,19 @@ int cop_progress(struct cop *o, int *moved)
 			if (ret)
 				return fail(o, ret);
 		} else if (o->algo == ALGO_RING) {
-			ring_setup(o);
+			ret = direct_start(o);
+			if (ret)
+				return fail(o, ret);
+			if (!direct_pending(o))
+				ring_setup(o);
 		}
 		o->phase = PH_DATA;
 		/* fall through */
 	case PH_DATA:
 		if (o->npreq)
 			ret = pairs_progress(o, moved);
+		else if (direct_pending(o))
+			ret = direct_progress(o, moved);
 		else if (o->algo == ALGO_RING && o->kind != K_ALL_TO_ALL)
 			ret = ring_progress(o, moved);
 		else

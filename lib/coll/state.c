@@ -200,6 +200,7 @@ struct coll *coll_get(struct mlap2p_comm *api, int *err)
 	struct ncclComm *comm = mlap2p_nccl(api);
 	struct coll *c = comm->coll;
 	uint64_t v;
+	long l;
 	int ret;
 
 	if (c)
@@ -225,6 +226,14 @@ struct coll *coll_get(struct mlap2p_comm *api, int *err)
 	}
 	if (!ret) {
 		c->oneshotMax = (size_t)v < c->chunk ? (size_t)v : c->chunk;
+		ret = mlap2p_env_int("MLAP2P_COLL_DIRECT", 0, 1, 1, &l);
+		c->direct = (int)l;
+	}
+	if (!ret) {
+		ret = mlap2p_env_size("MLAP2P_NT_MIN", 0, 1ULL << 40,
+				      MLAP2P_NT_MIN_DEFAULT, &c->ntMin);
+	}
+	if (!ret) {
 		ret = mlap2p_env_timeout("MLAP2P_PEER_TIMEOUT", 5000,
 					 &c->peerTimeoutMs);
 	}
@@ -341,6 +350,8 @@ void pre_fill(struct cop *o)
 	o->smsg[0] = o->hdr[0];
 	o->smsg[1] = o->hdr[1];
 	if (o->hop == 0) {
+		if (o->direct)
+			o->smsg[2] = direct_word(o);
 		if (oneshot_inline(o)) {
 			if (o->op == MLAP2P_AVG && is_float(o->dtype))
 				mlap2p_premul(&o->smsg[2], o->in, o->count,

@@ -36,6 +36,10 @@ int mlap2p_dp_group_wait(int err);
  * the ring collectives' steps, for which the FIFO is faster
  * (docs/collectives.md).
  */
+/* Streaming stores from this many bytes on (MLAP2P_NT_MIN's default):
+ * the data plane's copy-out, the direct all-reduce's stores. */
+#define MLAP2P_NT_MIN_DEFAULT	(16UL << 20)
+
 #define MLAP2P_POST_RECV	0
 #define MLAP2P_POST_SEND	1
 #define MLAP2P_POST_FIFO	2

@@ -52,7 +52,7 @@
 #define DP_CMA_MIN		(32UL << 10)	/* cross-memory attach from */
 #define DP_CMA_MAX		(8UL << 20)	/* auto: sender first below this */
 #define DP_AUTO_MIN		(128UL << 10)	/* auto: sender first from this */
-#define DP_NT_MIN		(16UL << 20)	/* streaming copy-out from */
+#define DP_NT_MIN		MLAP2P_NT_MIN_DEFAULT	/* streaming copy-out from */
 #define DP_SMALL_MAX		MLAP2P_LL128_SMALL	/* dp_small() up to this */
 #define DP_PEER_TIMEOUT_MS	5000
 
