@@ -67,6 +67,10 @@ enum {
 #define ALGO_RING	1
 #define ALGO_ONESHOT	2
 
+/* A 2-rank ring all-reduce's header message at [2]: this rank's buffers
+ * are regions and their handles follow (direct.c). */
+#define DIRECT_OFFER	0x6d6c61646972ULL	/* "mladir" */
+
 #define HDR_BYTES	32	/* every first message */
 #define STAT_BYTES	64	/* preamble hops 1..n-2 */
 #define INLINE_MAX	16	/* data bytes a 2-rank header carries */
@@ -217,7 +221,6 @@ char *slot_t(const struct cop *o);
 
 /* direct.c */
 int direct_offer(struct cop *o);
-uint64_t direct_word(const struct cop *o);
 int direct_start(struct cop *o);
 int direct_pending(const struct cop *o);
 int direct_progress(struct cop *o, int *moved);

@@ -19,7 +19,6 @@
 #include "coll/coll.h"
 #include "proto/copy.h"
 
-#define DIRECT_OFFER	0x6d6c61646972ULL	/* "mladir" */
 #define DIRECT_STEP	(1UL << 20)	/* bytes reduced per progress call */
 #define DIRECT_SUB	(8UL << 10)	/* bytes per pass through T */
 
@@ -47,12 +46,6 @@ int direct_offer(struct cop *o)
 	o->dmine.offOut = off;
 	o->dmine.bytes = bytes;
 	return 1;
-}
-
-/* The word the header message carries at [2] (2-rank ring all-reduce). */
-uint64_t direct_word(const struct cop *o)
-{
-	return o->direct ? DIRECT_OFFER : 0;
 }
 
 /* After the preamble: send our handles, expect the peer's.  0 or -errno. */

@@ -230,8 +230,7 @@ struct coll *coll_get(struct mlap2p_comm *api, int *err)
 		c->direct = (int)l;
 	}
 	if (!ret) {
-		ret = mlap2p_env_size("MLAP2P_NT_MIN", 0, 1ULL << 40,
-				      MLAP2P_NT_MIN_DEFAULT, &c->ntMin);
+		ret = mlap2p_dp_nt_min(api, &c->ntMin);
 	}
 	if (!ret) {
 		ret = mlap2p_env_timeout("MLAP2P_PEER_TIMEOUT", 5000,
@@ -351,7 +350,7 @@ void pre_fill(struct cop *o)
 	o->smsg[1] = o->hdr[1];
 	if (o->hop == 0) {
 		if (o->direct)
-			o->smsg[2] = direct_word(o);
+			o->smsg[2] = DIRECT_OFFER;
 		if (oneshot_inline(o)) {
 			if (o->op == MLAP2P_AVG && is_float(o->dtype))
 				mlap2p_premul(&o->smsg[2], o->in, o->count,

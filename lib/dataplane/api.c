@@ -244,6 +244,18 @@ int dp_enter(struct mlap2p_comm *api, struct dp **dpp)
 	return 0;
 }
 
+int mlap2p_dp_nt_min(struct mlap2p_comm *api, uint64_t *bytes)
+{
+	struct dp *dp;
+	int ret = dp_enter(api, &dp);
+
+	if (ret)
+		return ret;
+	*bytes = dp->ntMin;
+	dp_out(dp);
+	return 0;
+}
+
 static int dp_blocking(struct mlap2p_comm *api, int send, void *buf,
 		       size_t bytes, int peer)
 {

@@ -6,6 +6,8 @@
 #ifndef MLAP2P_LIB_DATAPLANE_H
 #define MLAP2P_LIB_DATAPLANE_H
 
+#include <stdint.h>
+
 #include "mlap2p/mlap2p.h"
 
 struct mlap2p_request;
@@ -27,6 +29,13 @@ int mlap2p_dp_group_leave(void);
  * error: a failed post, else @err, else a request's status.
  */
 int mlap2p_dp_group_wait(int err);
+/* Streaming stores from this many bytes on (MLAP2P_NT_MIN's default):
+ * the data plane's copy-out, the direct all-reduce's stores. */
+#define MLAP2P_NT_MIN_DEFAULT	(16UL << 20)
+/* MLAP2P_NT_MIN as the data plane read it (0: never) into *@bytes.
+ * 0 or -errno. */
+int mlap2p_dp_nt_min(struct mlap2p_comm *api, uint64_t *bytes);
+
 /*
  * mlap2p_isend (@how has MLAP2P_POST_SEND) or mlap2p_irecv on channel
  * @channel rather than the lowest one: messages on one channel are
@@ -36,10 +45,6 @@ int mlap2p_dp_group_wait(int err);
  * the ring collectives' steps, for which the FIFO is faster
  * (docs/collectives.md).
  */
-/* Streaming stores from this many bytes on (MLAP2P_NT_MIN's default):
- * the data plane's copy-out, the direct all-reduce's stores. */
-#define MLAP2P_NT_MIN_DEFAULT	(16UL << 20)
-
 #define MLAP2P_POST_RECV	0
 #define MLAP2P_POST_SEND	1
 #define MLAP2P_POST_FIFO	2
