@@ -436,12 +436,25 @@ static int call(struct mlap2p_comm *comm, int kind, const void *s, void *r,
 
 /* ---- the matrix ------------------------------------------------------ */
 
+/* Steps channel 1's ring has sent: a direct all-reduce uses channel 0
+ * only (its header, handles and done words), the ring both. */
+static int ch1_steps(struct mlap2p_comm *comm, int rank, uint64_t *steps)
+{
+	struct mlap2p_conn_desc d;
+
+	if (mlap2p_conn_get(comm, 1, !rank, MLAP2P_DIR_SEND, &d))
+		return -1;
+	*steps = d.host->conn.step;
+	return 0;
+}
+
 struct matrix {
 	int proto;		/* MLAP2P_PROTO_* or AUTO */
 	int stride;		/* run every stride-th case */
 	int oneshot;		/* -1 auto, 0 ring only, 1 one-shot only */
 	int big;		/* counts past several ring loops */
 	int net;		/* every ring connection must be NET */
+	int reg;		/* buffers from mlap2p_mem_alloc: direct */
 };
 
 static size_t pick_count(int which, int n, int dt, int big)
@@ -469,12 +482,20 @@ static int matrix_body(struct job *j, int rank, struct mlap2p_comm *comm)
 	int stride = m->stride * (getenv("MLAP2P_TEST_QUICK") ? 3 : 1);
 	struct ctx c;
 	size_t maxb = (2 * (size_t)n * 512 + 5 * n + 3) * 8 * n + 64;
-	unsigned char *sb = malloc(maxb), *rb = malloc(maxb),
-		      *want = malloc(maxb);
+	unsigned char *sb = NULL, *rb = NULL, *want = malloc(maxb);
+	uint64_t s0 = 0, s1;
 
 	memset(&c, 0, sizeof(c));
 	for (r = 0; r < n; r++)
 		c.in[r] = malloc(maxb);
+	if (m->reg) {
+		if (mlap2p_mem_alloc(comm, maxb, (void **)&sb) ||
+		    mlap2p_mem_alloc(comm, maxb, (void **)&rb))
+			return 20;
+	} else {
+		sb = malloc(maxb);
+		rb = malloc(maxb);
+	}
 	if (!sb || !rb || !want || !c.in[n - 1])
 		return 20;
 	if (m->proto != MLAP2P_PROTO_AUTO && n > 1 &&
@@ -523,6 +544,8 @@ static int matrix_body(struct job *j, int rank, struct mlap2p_comm *comm)
 			memcpy(s, c.in[rank], ib);
 			out = rb;
 		}
+		if (m->reg && ch1_steps(comm, rank, &s0) && k > 1)
+			return 26;
 		ret = call(comm, kind, s, rcv, count, dt, op, root);
 		if (ret) {
 			fprintf(stderr, "# rank %d: %s(count %zu, %s, %s, root %d, %s): %s: %s\n",
@@ -531,6 +554,15 @@ static int matrix_body(struct job *j, int rank, struct mlap2p_comm *comm)
 				ip ? "in place" : "out of place",
 				mlap2p_strerror(ret), mlap2p_last_error());
 			return 22;
+		}
+		/* Regions on both ranks: an all-reduce of 8 KiB or more
+		 * that went round the ring would have used channel 1. */
+		if (m->reg && kind == C_AR && cb >= 8192 &&
+		    (ch1_steps(comm, rank, &s1) || s1 != s0)) {
+			fprintf(stderr, "# rank %d: all_reduce(count %zu, %s, %s): the ring ran, not the direct algorithm\n",
+				rank, count, mlap2p_dtype_name(dt),
+				mlap2p_redop_name(op));
+			return 26;
 		}
 		for (c.nrings = 0; n > 1 && c.nrings < 4 &&
 		     !mlap2p_ring_get(comm, c.nrings, c.rings[c.nrings], NULL,
@@ -569,8 +601,10 @@ static int matrix_body(struct job *j, int rank, struct mlap2p_comm *comm)
 	}
 	for (r = 0; r < n; r++)
 		free(c.in[r]);
-	free(sb);
-	free(rb);
+	if (!m->reg) {
+		free(sb);
+		free(rb);
+	}
 	free(want);
 	return 0;
 }
@@ -583,7 +617,9 @@ FIXTURE(matrix) {
 FIXTURE_VARIANT(matrix) {
 	int n, threads, proto, stride, oneshot, big;
 	int net;		/* NCCL_P2P_DISABLE=1: the rings over NET */
+	int reg;		/* buffers from mlap2p_mem_alloc */
 	const char *algo;
+	const char *ntMin;	/* MLAP2P_NT_MIN */
 };
 
 #define MV(name, ...) \
@@ -607,6 +643,10 @@ MV(p3_auto, .n = 3, .threads = 0, .proto = -1, .stride = 3, .oneshot = -1, .big 
 MV(p4_ll128, .n = 4, .threads = 0, .proto = 1, .stride = 9, .oneshot = -1);
 MV(p8_auto, .n = 8, .threads = 0, .proto = -1, .stride = 11, .oneshot = -1, .big = 1);
 MV(t3_net, .n = 3, .threads = 1, .proto = -1, .stride = 7, .oneshot = -1, .big = 1, .net = 1);
+/* Regions on 2 ranks, the ring algorithm asked for: every all-reduce is
+ * the direct one (streaming stores from 8 KiB on in the second). */
+MV(t2_reg, .n = 2, .threads = 1, .proto = -1, .stride = 1, .oneshot = 0, .big = 1, .reg = 1, .algo = "Ring");
+MV(p2_reg_nt, .n = 2, .threads = 0, .proto = -1, .stride = 1, .oneshot = 0, .big = 1, .reg = 1, .algo = "Ring", .ntMin = "8K");
 MV(p2_net, .n = 2, .threads = 0, .proto = -1, .stride = 9, .oneshot = 0, .big = 1, .net = 1);
 
 FIXTURE_SETUP(matrix)
@@ -620,6 +660,9 @@ FIXTURE_SETUP(matrix)
 	}
 	if (variant->algo)
 		setenv("NCCL_ALGO", variant->algo, 1);
+	if (variant->ntMin)
+		setenv("MLAP2P_NT_MIN", variant->ntMin, 1);
+	self->m.reg = variant->reg;
 	self->m.proto = variant->proto;
 	self->m.stride = variant->stride;
 	self->m.oneshot = variant->oneshot;
@@ -635,6 +678,7 @@ FIXTURE_SETUP(matrix)
 FIXTURE_TEARDOWN(matrix)
 {
 	unsetenv("NCCL_ALGO");
+	unsetenv("MLAP2P_NT_MIN");
 	unsetenv("NCCL_P2P_DISABLE");
 }
 
@@ -1050,18 +1094,6 @@ struct dmode {
 	int plain;		/* which rank's buffers are malloc'd, or -1 */
 	int direct;		/* MLAP2P_COLL_DIRECT */
 };
-
-/* Steps channel 1's ring has sent: a direct all-reduce uses channel 0
- * only (its header, handles and done words), the ring both. */
-static int ch1_steps(struct mlap2p_comm *comm, int rank, uint64_t *steps)
-{
-	struct mlap2p_conn_desc d;
-
-	if (mlap2p_conn_get(comm, 1, !rank, MLAP2P_DIR_SEND, &d))
-		return -1;
-	*steps = d.host->conn.step;
-	return 0;
-}
 
 static int direct_body(struct job *j, int rank, struct mlap2p_comm *comm)
 {
