@@ -714,6 +714,16 @@ static int big_body(struct job *j, int rank, struct mlap2p_comm *comm)
 	if (mlap2p_all_gather(comm, s + (size_t)rank * count / 2, r,
 			      count / 2, MLAP2P_FLOAT32) || memcmp(s, r, count * 4))
 		return 34;
+	/* Broadcast out of place from rank 1: the root's output is filled
+	 * as its sends go (mlap2p_isend_tee), with streaming stores. */
+	for (i = 0; i < count; i++)
+		s[i] = (float)((i * 5 + (size_t)rank * 11) % 4096);
+	memset(r, 0xa5, count * 4);
+	if (mlap2p_broadcast(comm, s, r, count, MLAP2P_FLOAT32, 1))
+		return 35;
+	for (i = 0; i < count; i++)
+		if (r[i] != (float)((i * 5 + 11) % 4096))
+			return 36;
 	free(s);
 	free(r);
 	return 0;
@@ -731,6 +741,7 @@ FIXTURE_SETUP(solo)
 
 FIXTURE_TEARDOWN(solo)
 {
+	unsetenv("MLAP2P_CMA");
 	unsetenv("MLAP2P_COLL_CHUNK");
 	unsetenv("MLAP2P_PEER_TIMEOUT");
 }
@@ -751,6 +762,19 @@ TEST_F_TIMEOUT(solo, all_reduce_64MiB_2_threads, 240)
 	unsetenv("MLAP2P_COLL_CHUNK");	/* the default, 2 MiB */
 	setenv("NCCL_BUFFSIZE", "4M", 1);
 	ASSERT_EQ(0, job_run(&j, 230));
+}
+
+/* MLAP2P_CMA=1: receivers offer their addresses, and sends write them
+ * with process_vm_writev or split the message with the receiver. */
+TEST_F_TIMEOUT(solo, all_reduce_64MiB_2_processes_cma, 240)
+{
+	struct job j = { .n = 2, .fn = big_body };
+
+	unsetenv("MLAP2P_COLL_CHUNK");
+	setenv("NCCL_BUFFSIZE", "4M", 1);
+	setenv("MLAP2P_CMA", "1", 1);
+	ASSERT_EQ(0, job_run(&j, 230));
+	unsetenv("MLAP2P_CMA");
 }
 
 /* ---- channels: every ring carries data ------------------------------- */

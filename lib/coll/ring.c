@@ -19,6 +19,9 @@ struct unit {
 	int rslot;	/* recv: the R slot it fills; send: R slot to free */
 	int pneed;	/* send: its own input, premultiplied into P */
 	const char *src; /* pneed: what to premultiply */
+	char *copy;	/* send: where this rank's own input goes in its
+			 * output (a broadcast root's, an all-gather's first
+			 * step), which the send fills as it goes */
 };
 
 int avg_pre(const struct cop *o)
@@ -94,6 +97,7 @@ static void unit_send(struct cop *o, struct lane *L, uint64_t u,
 	x->rslot = -1;
 	x->pneed = 0;
 	x->src = NULL;
+	x->copy = NULL;
 	switch (o->kind) {
 	case K_ALL_REDUCE:
 		if (t < n - 1) {
@@ -119,9 +123,12 @@ static void unit_send(struct cop *o, struct lane *L, uint64_t u,
 	case K_ALL_GATHER:
 		chunk_range(L, l, L->count, &off, &len);
 		x->bytes = len * es;
-		if (t == 0)
+		if (t == 0) {
 			x->buf = (char *)L->in + off * es;
-		else
+			if (!o->inplace)
+				x->copy = L->out + ((size_t)o->c->rank *
+						    o->count + off) * es;
+		} else
 			x->buf = L->out + ((size_t)qrank(o, L, pos - t) *
 					   o->count + off) * es;
 		break;
@@ -144,6 +151,8 @@ static void unit_send(struct cop *o, struct lane *L, uint64_t u,
 		chunk_range(L, l, L->count, &off, &len);
 		x->bytes = len * es;
 		x->buf = (L->d == 0 ? (char *)L->in : L->out) + off * es;
+		if (L->d == 0 && !o->inplace)
+			x->copy = L->out + off * es;
 		break;
 	case K_REDUCE:
 		chunk_range(L, l, L->count, &off, &len);
@@ -187,6 +196,7 @@ static void unit_recv(struct cop *o, struct lane *L, uint64_t u,
 	x->rslot = -1;
 	x->pneed = 0;
 	x->src = NULL;
+	x->copy = NULL;
 	switch (o->kind) {
 	case K_ALL_REDUCE:
 		if (t < n - 1) {
@@ -454,11 +464,18 @@ static int lane_progress(struct cop *o, struct lane *L, int *moved)
 				}
 				/* The FIFO, never sender first: faster for
 				 * the ring's steps (docs/collectives.md). */
-				ret = mlap2p_ipost_on(c->api, L->ch,
-						      MLAP2P_POST_SEND |
-						      MLAP2P_POST_FIFO, x.buf,
-						      x.bytes, L->next,
-						      &L->sreq[w]);
+				if (x.copy)
+					ret = mlap2p_isend_tee(c->api, L->ch,
+							       x.buf, x.copy,
+							       x.bytes, L->next,
+							       &L->sreq[w]);
+				else
+					ret = mlap2p_ipost_on(c->api, L->ch,
+							      MLAP2P_POST_SEND |
+							      MLAP2P_POST_FIFO,
+							      x.buf, x.bytes,
+							      L->next,
+							      &L->sreq[w]);
 				if (ret)
 					return ret;
 			}

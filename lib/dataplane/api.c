@@ -276,7 +276,8 @@ static int dp_blocking(struct mlap2p_comm *api, int send, void *buf,
 		}
 	}
 	req->group = group_depth > 0;
-	ret = dp_post(dp, req, -1, send, buf, bytes, peer, !group_depth);
+	ret = dp_post(dp, req, -1, send, buf, NULL, bytes, peer,
+		      !group_depth);
 	if (group_depth) {
 		if (ret) {
 			free(req);
@@ -366,7 +367,8 @@ MLAP2P_EXPORT int mlap2p_recv(struct mlap2p_comm *comm, void *buf,
 
 /* @how: MLAP2P_POST_SEND, MLAP2P_POST_FIFO (dataplane.h). */
 static int dp_ipost(struct mlap2p_comm *api, int ch, int how, void *buf,
-		    size_t bytes, int peer, struct mlap2p_request **reqp)
+		    void *tee, size_t bytes, int peer,
+		    struct mlap2p_request **reqp)
 {
 	struct mlap2p_request *req;
 	struct dp *dp;
@@ -381,7 +383,8 @@ static int dp_ipost(struct mlap2p_comm *api, int ch, int how, void *buf,
 	req = malloc(sizeof(*req));
 	if (req)
 		req->group = 0;
-	ret = req ? dp_post(dp, req, ch, how, buf, bytes, peer, 0) : -ENOMEM;
+	ret = req ? dp_post(dp, req, ch, how, buf, tee, bytes, peer, 0) :
+		    -ENOMEM;
 	if (ret)
 		free(req);
 	else
@@ -394,14 +397,14 @@ MLAP2P_EXPORT int mlap2p_isend(struct mlap2p_comm *comm, const void *buf,
 			       size_t bytes, int peer,
 			       struct mlap2p_request **req)
 {
-	return dp_ipost(comm, -1, 1, (void *)buf, bytes, peer, req);
+	return dp_ipost(comm, -1, 1, (void *)buf, NULL, bytes, peer, req);
 }
 
 MLAP2P_EXPORT int mlap2p_irecv(struct mlap2p_comm *comm, void *buf,
 			       size_t bytes, int peer,
 			       struct mlap2p_request **req)
 {
-	return dp_ipost(comm, -1, 0, buf, bytes, peer, req);
+	return dp_ipost(comm, -1, 0, buf, NULL, bytes, peer, req);
 }
 
 int mlap2p_ipost_on(struct mlap2p_comm *api, int channel, int how,
@@ -411,7 +414,17 @@ int mlap2p_ipost_on(struct mlap2p_comm *api, int channel, int how,
 	if (channel < 0 || channel >= MAXCHANNELS ||
 	    how & ~(MLAP2P_POST_SEND | MLAP2P_POST_FIFO))
 		return mlap2p_err(-EINVAL);
-	return dp_ipost(api, channel, how, buf, bytes, peer, req);
+	return dp_ipost(api, channel, how, buf, NULL, bytes, peer, req);
+}
+
+int mlap2p_isend_tee(struct mlap2p_comm *api, int channel, const void *buf,
+		     void *tee, size_t bytes, int peer,
+		     struct mlap2p_request **req)
+{
+	if (channel < 0 || channel >= MAXCHANNELS || (!tee && bytes))
+		return mlap2p_err(-EINVAL);
+	return dp_ipost(api, channel, MLAP2P_POST_SEND | MLAP2P_POST_FIFO,
+			(void *)buf, tee, bytes, peer, req);
 }
 
 /* A request that a layer above ends itself (poll progresses it). */

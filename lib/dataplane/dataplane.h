@@ -52,6 +52,16 @@ int mlap2p_ipost_on(struct mlap2p_comm *api, int channel, int how,
 		    void *buf, size_t bytes, int peer,
 		    struct mlap2p_request **req);
 /*
+ * A send on @channel as mlap2p_ipost_on(MLAP2P_POST_SEND |
+ * MLAP2P_POST_FIFO) that also copies @buf's @bytes to @tee as it goes,
+ * each step from where it was just written (a broadcast root's output:
+ * one read of the input for both, as NCCL's copySend).  @tee is complete
+ * when the request ends successfully.
+ */
+int mlap2p_isend_tee(struct mlap2p_comm *api, int channel, const void *buf,
+		     void *tee, size_t bytes, int peer,
+		     struct mlap2p_request **req);
+/*
  * A request that a layer above progresses itself: waits and tests on it
  * call poll(ext), which ends it with mlap2p_request_ext_done(req, status).
  */

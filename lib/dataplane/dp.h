@@ -163,7 +163,7 @@ void dp_small_ranges(struct dp *dp, struct dp_link *k);
 int dp_check(struct dp *dp);
 void dp_complete(struct dp_link *k, int status);
 int dp_post(struct dp *dp, struct mlap2p_request *req, int ch, int how,
-	    void *buf, size_t bytes, int peer, int now);
+	    void *buf, void *tee, size_t bytes, int peer, int now);
 int dp_progress(struct dp *dp);
 void dp_wait_reqs(struct mlap2p_request **reqs, int n);
 void dp_withdraw(struct dp_link *k);

@@ -36,6 +36,12 @@ static int dp_start(struct dp_link *k, struct mlap2p_op *op)
 {
 	int ret = mlap2p_op_start(op);
 
+	/* Only SIMPLE's steps tee as they go (lib/proto/simple.c). */
+	if (!ret && op->tee && (op->proto != NCCL_PROTO_SIMPLE ||
+				op->mode == MLAP2P_MODE_PULL)) {
+		memcpy(op->tee, op->buf, op->bytes);
+		op->tee = NULL;
+	}
 	if (!ret && !op->send && op->proto == NCCL_PROTO_SIMPLE &&
 	    (k->l.flags & MLAP2P_LINK_NETRECV))
 		op->landed = mlap2p_net_land(&k->conn->c, op->buf, op->first,
@@ -175,7 +181,7 @@ static int dp_step(struct dp *dp, struct dp_link *k)
  * without entering a wait.
  */
 int dp_post(struct dp *dp, struct mlap2p_request *req, int ch, int how,
-	    void *buf, size_t bytes, int peer, int now)
+	    void *buf, void *tee, size_t bytes, int peer, int now)
 {
 	int send = !!(how & MLAP2P_POST_SEND), ret = 0, proto;
 	struct mlap2p_op *op = &req->op;
@@ -204,6 +210,7 @@ int dp_post(struct dp *dp, struct mlap2p_request *req, int ch, int how,
 	op->send = send;
 	op->noPublish = !!(how & MLAP2P_POST_FIFO);
 	op->buf = buf;
+	op->tee = send ? tee : NULL;
 	op->bytes = bytes;
 	op->owner = req;
 	op->next = NULL;

@@ -329,6 +329,7 @@ struct mlap2p_op {
 	int proto;			/* NCCL_PROTO_* */
 	int send;			/* 1 = send, 0 = receive */
 	int noPublish;			/* send: never sender first */
+	char *tee;			/* send: also leave the payload here */
 	char *buf;
 	size_t bytes;
 	struct mlap2p_op *next;		/* free for the caller's queues */

@@ -69,6 +69,18 @@ static inline void simple_deliver(const struct mlap2p_op *op, void *dst,
 		memcpy(dst, src, n);
 }
 
+/*
+ * A send with a tee leaves each step's payload there too, from where it
+ * was just written or read (so in cache): the one read of the send buffer
+ * serves both, as NCCL's copySend primitive.
+ */
+static inline void simple_tee(const struct mlap2p_op *op, const void *src,
+			      size_t n)
+{
+	if (op->tee)
+		simple_deliver(op, op->tee + op->off, src, n);
+}
+
 /* NET: did the proxy receive step @s in place, where it belongs? */
 static inline int simple_landed(const struct mlap2p_op *op, uint64_t s)
 {
@@ -387,6 +399,7 @@ static int simple_send_steps(struct mlap2p_op *op)
 			return moved ? MLAP2P_OP_MOVED : MLAP2P_OP_IDLE;
 		if (op->split && simple_take(op, 0, &k) < 0) {
 			/* nothing left: the receiver pulls the rest */
+			simple_tee(op, op->buf + op->off, op->bytes - op->off);
 			op->step = op->first + op->steps;
 			op->left = 0;
 			mlap2p_store_release(conn->tail, op->step);
@@ -421,6 +434,9 @@ static int simple_send_steps(struct mlap2p_op *op)
 		else if (op->mode == MLAP2P_MODE_FIFO ||
 			 op->mode == MLAP2P_MODE_REFUSED)
 			memcpy(simple_slot(op, s), op->buf + op->off, n);
+		simple_tee(op, op->mode == MLAP2P_MODE_FIFO ||
+			   op->mode == MLAP2P_MODE_REFUSED ?
+			   simple_slot(op, s) : op->buf + op->off, n);
 		sizes[s % NCCL_STEPS] = op->mode == MLAP2P_MODE_REFUSED ?
 					~(int)n : (int)n;
 		op->off += n;
