@@ -436,13 +436,20 @@ static int call(struct mlap2p_comm *comm, int kind, const void *s, void *r,
 
 /* ---- the matrix ------------------------------------------------------ */
 
-/* Steps channel 1's ring has sent: a direct all-reduce uses channel 0
- * only (its header, handles and done words), the ring both. */
+/* Steps channel 1's ring has sent to our next on it: a direct
+ * all-reduce uses channel 0 only (its header, handles and done words),
+ * the ring both.  -1 before the rings are connected. */
 static int ch1_steps(struct mlap2p_comm *comm, int rank, uint64_t *steps)
 {
 	struct mlap2p_conn_desc d;
+	int order[MAXR], n = mlap2p_comm_count(comm), q;
 
-	if (mlap2p_conn_get(comm, 1, !rank, MLAP2P_DIR_SEND, &d))
+	if (n > MAXR || mlap2p_ring_get(comm, 1, order, NULL, NULL))
+		return -1;
+	for (q = 0; q < n && order[q] != rank; q++)
+		;
+	if (q == n || mlap2p_conn_get(comm, 1, order[(q + 1) % n],
+				      MLAP2P_DIR_SEND, &d))
 		return -1;
 	*steps = d.host->conn.step;
 	return 0;
@@ -527,8 +534,10 @@ static int matrix_body(struct job *j, int rank, struct mlap2p_comm *comm)
 		c.es = mlap2p_dtype_size(dt);
 		cb = count * c.es;
 		sizes(kind, n, cb, &ib, &ob);
+		/* The direct all-reduce reduces in the one-shot's order. */
 		c.oneshot = (m->oneshot == 1 && cb <= 4096) ||
-			    (m->oneshot < 0 && n == 2 && cb <= 4096);
+			    (m->oneshot < 0 && n == 2 && cb <= 4096) ||
+			    m->reg;
 		for (r = 0; r < n; r++)
 			gen(c.in[r], ib / c.es, dt, r, k);
 		memset(rb, 0xa5, ob + 64);
@@ -643,10 +652,14 @@ MV(p3_auto, .n = 3, .threads = 0, .proto = -1, .stride = 3, .oneshot = -1, .big 
 MV(p4_ll128, .n = 4, .threads = 0, .proto = 1, .stride = 9, .oneshot = -1);
 MV(p8_auto, .n = 8, .threads = 0, .proto = -1, .stride = 11, .oneshot = -1, .big = 1);
 MV(t3_net, .n = 3, .threads = 1, .proto = -1, .stride = 7, .oneshot = -1, .big = 1, .net = 1);
-/* Regions on 2 ranks, the ring algorithm asked for: every all-reduce is
- * the direct one (streaming stores from 8 KiB on in the second). */
+/* Regions, the ring algorithm asked for: every all-reduce is the direct
+ * one (streaming stores from 8 KiB on in some). */
 MV(t2_reg, .n = 2, .threads = 1, .proto = -1, .stride = 1, .oneshot = 0, .big = 1, .reg = 1, .algo = "Ring");
 MV(p2_reg_nt, .n = 2, .threads = 0, .proto = -1, .stride = 1, .oneshot = 0, .big = 1, .reg = 1, .algo = "Ring", .ntMin = "8K");
+MV(t3_reg_nt, .n = 3, .threads = 1, .proto = -1, .stride = 2, .oneshot = 0, .big = 1, .reg = 1, .algo = "Ring", .ntMin = "8K");
+MV(p3_reg, .n = 3, .threads = 0, .proto = -1, .stride = 3, .oneshot = 0, .big = 1, .reg = 1, .algo = "Ring");
+MV(t4_reg, .n = 4, .threads = 1, .proto = -1, .stride = 3, .oneshot = 0, .big = 1, .reg = 1, .algo = "Ring");
+MV(p4_reg_nt, .n = 4, .threads = 0, .proto = -1, .stride = 5, .oneshot = 0, .big = 1, .reg = 1, .algo = "Ring", .ntMin = "8K");
 MV(p2_net, .n = 2, .threads = 0, .proto = -1, .stride = 9, .oneshot = 0, .big = 1, .net = 1);
 
 FIXTURE_SETUP(matrix)
@@ -1095,7 +1108,7 @@ TEST_F_TIMEOUT(solo, abort_ends_a_collective, 60)
 	ASSERT_EQ(0, job_run(&j, 50));
 }
 
-/* ---- direct: 2 ranks, buffers from mlap2p_mem_alloc ------------------ */
+/* ---- direct: buffers from mlap2p_mem_alloc ---------------------------- */
 
 struct dcase {
 	int dt, op;
@@ -1123,14 +1136,16 @@ static int direct_body(struct job *j, int rank, struct mlap2p_comm *comm)
 {
 	const struct dmode *m = j->arg;
 	size_t maxb = 100003 * 4 + 64, i;
-	int reg = m->plain != rank, ip, k, ret;
+	int n = j->n, reg = m->plain != rank, direct = m->plain < 0 && m->direct;
+	int ip, k, r, ret;
 	unsigned char *sb, *rb, *want = malloc(maxb);
 	struct ctx c;
 	uint64_t s0, s1;
 
 	memset(&c, 0, sizeof(c));
-	c.in[0] = malloc(maxb);
-	c.in[1] = malloc(maxb);
+	for (r = 0; r < n; r++)
+		if (!(c.in[r] = malloc(maxb)))
+			return 81;
 	if (reg) {
 		if (mlap2p_mem_alloc(comm, maxb, (void **)&sb) ||
 		    mlap2p_mem_alloc(comm, maxb, (void **)&rb))
@@ -1139,23 +1154,24 @@ static int direct_body(struct job *j, int rank, struct mlap2p_comm *comm)
 		sb = malloc(maxb);
 		rb = malloc(maxb);
 	}
-	if (!sb || !rb || !want || !c.in[0] || !c.in[1])
+	if (!sb || !rb || !want)
 		return 81;
 	for (k = 0; k < (int)(sizeof(dcases) / sizeof(dcases[0])); k++)
 	for (ip = 0; ip < 2; ip++) {
 		const struct dcase *d = &dcases[k];
 		unsigned char *s = ip ? rb : sb;
-		int ranks[2] = { 0, 1 };
 		size_t es = mlap2p_dtype_size(d->dt), b = d->count * es;
 
-		c.n = 2;
+		c.n = n;
 		c.rank = rank;
+		c.kind = C_AR;
 		c.dt = d->dt;
 		c.op = d->op;
 		c.es = es;
 		c.count = d->count;
-		gen(c.in[0], d->count, d->dt, 0, k);
-		gen(c.in[1], d->count, d->dt, 1, k);
+		c.oneshot = direct;
+		for (r = 0; r < n; r++)
+			gen(c.in[r], d->count, d->dt, r, k);
 		memcpy(s, c.in[rank], b);
 		memset(rb + (ip ? b : 0), 0xa5, ip ? 64 : b + 64);
 		if (ch1_steps(comm, rank, &s0) && k + ip)
@@ -1172,10 +1188,13 @@ static int direct_body(struct job *j, int rank, struct mlap2p_comm *comm)
 			return 84;
 		if (!k && !ip)
 			s0 = s1;
-		/* Two ranks: x0 op x1 per element (ring order is the same
-		 * for commutative ops, so one reference serves both). */
-		contribs(&c, d->count);
-		fold(&c, want, ranks, 0, d->count);
+		/* Direct: x0 op x1 ... op x[n-1] (the one-shot's order);
+		 * else the ring's. */
+		for (c.nrings = 0; c.nrings < 4 &&
+		     !mlap2p_ring_get(comm, c.nrings, c.rings[c.nrings], NULL,
+				      NULL); c.nrings++)
+			;
+		expect(&c, want);
 		if (memcmp(rb, want, b) || memcmp(rb + b, "\xa5\xa5\xa5\xa5", 4)) {
 			for (i = 0; i < b && rb[i] == want[i]; i++)
 				;
@@ -1188,8 +1207,7 @@ static int direct_body(struct job *j, int rank, struct mlap2p_comm *comm)
 		}
 		/* Direct when both ranks' buffers are regions, else the
 		 * ring (whose lanes carry channel 1 from 8 KiB on). */
-		if ((k || ip) && b >= 8192 &&
-		    (s1 == s0) != (m->plain < 0 && m->direct)) {
+		if ((k || ip) && b >= 8192 && (s1 == s0) != direct) {
 			fprintf(stderr, "# rank %d: all_reduce(%zu %s): channel 1 sent %llu steps: the %s ran\n",
 				rank, b, mlap2p_dtype_name(d->dt),
 				(unsigned long long)(s1 - s0),
@@ -1210,8 +1228,8 @@ static int direct_body(struct job *j, int rank, struct mlap2p_comm *comm)
 		free(rb);
 	}
 	free(want);
-	free(c.in[0]);
-	free(c.in[1]);
+	for (r = 0; r < n; r++)
+		free(c.in[r]);
 	return 0;
 }
 
@@ -1221,14 +1239,19 @@ FIXTURE(direct) {
 };
 
 FIXTURE_VARIANT(direct) {
-	int threads, plain, direct;
+	int n, threads, plain, direct;
 };
 
-FIXTURE_VARIANT_ADD(direct, processes) { .threads = 0, .plain = -1, .direct = 1 };
-FIXTURE_VARIANT_ADD(direct, threads) { .threads = 1, .plain = -1, .direct = 1 };
-FIXTURE_VARIANT_ADD(direct, rank0_plain) { .threads = 0, .plain = 0, .direct = 1 };
-FIXTURE_VARIANT_ADD(direct, rank1_plain) { .threads = 1, .plain = 1, .direct = 1 };
-FIXTURE_VARIANT_ADD(direct, turned_off) { .threads = 0, .plain = -1, .direct = 0 };
+FIXTURE_VARIANT_ADD(direct, processes) { .n = 2, .threads = 0, .plain = -1, .direct = 1 };
+FIXTURE_VARIANT_ADD(direct, threads) { .n = 2, .threads = 1, .plain = -1, .direct = 1 };
+FIXTURE_VARIANT_ADD(direct, rank0_plain) { .n = 2, .threads = 0, .plain = 0, .direct = 1 };
+FIXTURE_VARIANT_ADD(direct, rank1_plain) { .n = 2, .threads = 1, .plain = 1, .direct = 1 };
+FIXTURE_VARIANT_ADD(direct, turned_off) { .n = 2, .threads = 0, .plain = -1, .direct = 0 };
+FIXTURE_VARIANT_ADD(direct, processes_3) { .n = 3, .threads = 0, .plain = -1, .direct = 1 };
+FIXTURE_VARIANT_ADD(direct, threads_4) { .n = 4, .threads = 1, .plain = -1, .direct = 1 };
+/* One plain rank anywhere on the ring: every rank runs the ring. */
+FIXTURE_VARIANT_ADD(direct, rank1_plain_3) { .n = 3, .threads = 0, .plain = 1, .direct = 1 };
+FIXTURE_VARIANT_ADD(direct, rank3_plain_4) { .n = 4, .threads = 1, .plain = 3, .direct = 1 };
 
 FIXTURE_SETUP(direct)
 {
@@ -1239,7 +1262,7 @@ FIXTURE_SETUP(direct)
 	self->m.plain = variant->plain;
 	self->m.direct = variant->direct;
 	memset(&self->j, 0, sizeof(self->j));
-	self->j.n = 2;
+	self->j.n = variant->n;
 	self->j.threads = variant->threads;
 	self->j.fn = direct_body;
 	self->j.arg = &self->m;

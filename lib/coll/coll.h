@@ -2,11 +2,12 @@
 /*
  * lib/coll/coll.h: <mlap2p/coll.h>, NCCL's ring collectives (and a
  * one-shot all-reduce for small messages on 2 ranks) on the public data
- * plane: isend/irecv/request_test between ring neighbours.  What the files
- * of lib/coll/ share: state.c (per-communicator state, requests, the
- * preamble), ring.c (unit geometry, the ring and pair data phases), run.c
- * (running a collective), direct.c (the 2-rank all-reduce straight
- * between regions), api.c (groups, argument checks, the API).
+ * plane: isend/irecv/request_test between ring neighbours (and between
+ * every pair, for all-to-all, one-shot and the direct all-reduce).
+ * What the files of lib/coll/ share: state.c (per-communicator state,
+ * requests, the preamble), ring.c (unit geometry, the ring and pair
+ * data phases), run.c (running a collective), direct.c (the all-reduce
+ * straight between regions), api.c (groups, argument checks, the API).
  *
  * Every collective is a small state machine (struct cop): connect, a
  * preamble that checks that all ranks make the same call, the data phase,
@@ -18,12 +19,12 @@
  * {seq | root | kind | dtype | op | algo, count} (+ up to 16 data bytes
  * for the one-shot all-reduce, so that an 8-byte all-reduce is one LL
  * message each way and one add).  On n >= 3: n - 1 hops around the ring
- * (hop 0: the 32-byte header to next; hops 1..n-2: 64 bytes, the sender's
- * header and the first mismatch it knows of), so that every rank learns
- * of any mismatch before anything else moves: a ring has at least two
- * edges where neighbours differ, and each finding travels n - 2 hops.
- * Every first message is 32 bytes whatever the call, so ranks that
- * disagree still read whole messages.
+ * (hop 0: the 32-byte header to next; hops 1..n-2: 64 bytes, the
+ * sender's header, the first mismatch it knows of and its direct run,
+ * direct.c), so that every rank learns of any mismatch before anything
+ * else moves: a ring has at least two edges where neighbours differ,
+ * and each finding travels n - 2 hops.  Every first message is 32 bytes
+ * whatever the call, so ranks that disagree still read whole messages.
  *
  * The ring data phase.  A collective is cut into units; unit u of the
  * sender's sends to next is unit u of the receiver's receives from prev
@@ -67,8 +68,8 @@ enum {
 #define ALGO_RING	1
 #define ALGO_ONESHOT	2
 
-/* A 2-rank ring all-reduce's header message at [2]: this rank's buffers
- * are regions and their handles follow (direct.c). */
+/* A ring all-reduce's header message at [2]: this rank's buffers are
+ * regions (direct.c); hops 1..n-2 carry the run of such ranks at [7]. */
 #define DIRECT_OFFER	0x6d6c61646972ULL	/* "mladir" */
 
 #define HDR_BYTES	32	/* every first message */
@@ -103,6 +104,7 @@ struct coll {
 	size_t scratchBytes;
 	void *fast;			/* FAST_MAX bytes: the peer's data */
 	int scratchMem;			/* from mlap2p_mem_alloc */
+	struct dpeer *dx;		/* [n], the direct all-reduce's */
 	long peerTimeoutMs;
 	uint32_t spinYield;		/* idle passes before sched_yield() */
 	/* Requests left behind by a failed collective: the data plane ends
@@ -146,6 +148,16 @@ struct ddesc {
 	uint64_t bytes;			/* of each buffer */
 };
 
+/* Per rank, for the one direct all-reduce a communicator runs at a time
+ * (its collectives run one after another): what it offered, where its
+ * buffers are mapped here, its done word. */
+struct dpeer {
+	struct ddesc d;
+	const char *in;
+	char *out;
+	uint64_t fin;
+};
+
 /* One collective in progress. */
 struct cop {
 	struct coll *c;
@@ -176,15 +188,11 @@ struct cop {
 	struct mlap2p_request *preq[2 * PAIRS_MAX];
 	int npreq;
 
-	/* direct (direct.c) */
-	int direct, dpeer;		/* we offered, the peer offered */
+	/* direct (direct.c); its messages use preq */
+	int direct;			/* we offered */
+	int drun;			/* ranks up to us known to offer */
 	int dstate;
-	struct mlap2p_request *ds, *dr;	/* handles, then the done words */
-	struct ddesc dmine, dtheirs;
-	const char *dpin;		/* the peer's input and output */
-	char *dpout;
-	size_t dnext, dend;		/* our half's elements left */
-	uint64_t dfin[2];
+	size_t dnext, dend;		/* our slice's elements left */
 };
 
 /* A non-blocking collective: its request ends when the op does. */
@@ -221,10 +229,11 @@ char *slot_t(const struct cop *o);
 
 /* direct.c */
 int direct_offer(struct cop *o);
+void direct_hop(struct cop *o);
+int direct_all(const struct cop *o);
 int direct_start(struct cop *o);
 int direct_pending(const struct cop *o);
 int direct_progress(struct cop *o, int *moved);
-void direct_orphan(struct cop *o);
 
 /* run.c */
 int check_peers(struct cop *o);

@@ -1,18 +1,25 @@
 // SPDX-License-Identifier: MIT
 /*
- * Collectives: the direct all-reduce, for 2 ranks whose buffers are all
+ * Collectives: the direct all-reduce, for ranks whose buffers are all
  * regions of the runtime (mlap2p_mem_alloc).
  *
- * Each rank maps the peer's input and output and reduces its own half of
- * the elements straight from both inputs into both outputs: every input
- * byte is read once and every output byte written once, the traffic of
- * bench/reduce1copy, where the ring moves every byte through a step of
- * its own.  The ranks agree on it after the preamble: each says in its
- * header message whether its buffers are regions (DIRECT_OFFER) and, if
- * they are, sends their IPC handles right after; the algorithm runs when
- * both offered, else the ring runs as it would have.  A rank may return
- * once the peer has said it is done (one 8-byte message each way): by then
- * the peer no longer reads our input or writes our output.
+ * Each rank maps every other rank's input and output and reduces its own
+ * slice of the elements (rank r: [count*r/n, count*(r+1)/n)) straight from
+ * all n inputs into all n outputs: every input byte is read once and every
+ * output byte written once, the traffic of bench/reduce1copy, where the
+ * ring moves every byte through a step of its own.
+ *
+ * The ranks agree on it in the preamble: a rank whose buffers are regions
+ * says so in its header message (DIRECT_OFFER), and each later hop
+ * carries the sender's run, the number of ranks up to and including it,
+ * going back round the ring, known to have offered (direct_hop).  After
+ * the n - 1 hops a rank's run is n exactly when every rank offered, so
+ * every rank makes the same choice: direct, or the ring as it would have
+ * run.  Direct, every rank sends its handles to every other (one message
+ * each way per pair, all at once), maps what it gets, reduces its slice,
+ * and sends every other rank an 8-byte done word: once a rank has all of
+ * them, nobody reads its input or writes its output any more, and it
+ * returns.
  */
 #include <stdatomic.h>
 
@@ -22,66 +29,116 @@
 #define DIRECT_STEP	(1UL << 20)	/* bytes reduced per progress call */
 #define DIRECT_SUB	(8UL << 10)	/* bytes per pass through T */
 
-/* Are @o's buffers regions the peer can map?  Fills o->dmine. */
+/* Are @o's buffers regions the peers can map?  Fills our c->dx entry. */
 int direct_offer(struct cop *o)
 {
 	struct coll *c = o->c;
+	struct ddesc *d;
 	size_t bytes = o->count * o->es, after;
 	struct ncclRtIpcMemHandle ipc;
 	size_t off;
 
-	if (!c->direct || c->n != 2 || o->kind != K_ALL_REDUCE ||
+	if (!c->direct || !c->dx || o->kind != K_ALL_REDUCE ||
 	    o->algo != ALGO_RING || !bytes)
 		return 0;
-	_Static_assert(sizeof(ipc) == sizeof(o->dmine.ipcIn), "handle size");
+	d = &c->dx[c->rank].d;
+	_Static_assert(sizeof(ipc) == sizeof(d->ipcIn), "handle size");
 	if (mlap2p_region_lookup(c->comm, o->in, &ipc, &off, &after) ||
 	    after < bytes)
 		return 0;
-	memcpy(o->dmine.ipcIn, &ipc, sizeof(ipc));
-	o->dmine.offIn = off;
+	memcpy(d->ipcIn, &ipc, sizeof(ipc));
+	d->offIn = off;
 	if (mlap2p_region_lookup(c->comm, o->out, &ipc, &off, &after) ||
 	    after < bytes)
 		return 0;
-	memcpy(o->dmine.ipcOut, &ipc, sizeof(ipc));
-	o->dmine.offOut = off;
-	o->dmine.bytes = bytes;
+	memcpy(d->ipcOut, &ipc, sizeof(ipc));
+	d->offOut = off;
+	d->bytes = bytes;
 	return 1;
 }
 
-/* After the preamble: send our handles, expect the peer's.  0 or -errno. */
-int direct_start(struct cop *o)
+/* A preamble hop's message from prev is in o->rmsg: our run after it. */
+void direct_hop(struct cop *o)
+{
+	uint64_t prev = o->hop ? o->rmsg[7] : o->rmsg[2] == DIRECT_OFFER;
+
+	if (!o->direct || prev >= (uint64_t)o->c->n)
+		o->drun = o->direct ? o->c->n : 0;
+	else
+		o->drun = 1 + (int)prev;
+}
+
+/* After the preamble: did every rank offer? */
+int direct_all(const struct cop *o)
+{
+	return o->direct && o->drun == o->c->n;
+}
+
+/* Test o->preq[0 .. npreq): 1 all ended (npreq is 0), 0 not yet, -errno. */
+static int direct_wait(struct cop *o)
+{
+	int i, ret, all = 1;
+
+	for (i = 0; i < o->npreq; i++) {
+		ret = req_test(o->c, &o->preq[i]);
+		if (ret < 0)
+			return ret;
+		all &= ret;
+	}
+	if (all)
+		o->npreq = 0;
+	return all;
+}
+
+/* @len bytes of @what: from every peer into its c->dx entry, ours to
+ * every peer.  0 or -errno. */
+static int direct_swap(struct cop *o, size_t at, size_t len)
 {
 	struct coll *c = o->c;
-	int ret;
+	int p, ret;
 
-	o->dpeer = c->n == 2 && o->kind == K_ALL_REDUCE &&
-		   o->algo == ALGO_RING && o->rmsg[2] == DIRECT_OFFER;
-	o->dstate = 0;
-	if (!o->direct && !o->dpeer)
-		return 0;
-	if (o->dpeer) {
-		ret = mlap2p_irecv(c->api, &o->dtheirs, sizeof(o->dtheirs),
-				   c->prev, &o->dr);
+	o->npreq = 0;
+	for (p = 0; p < c->n; p++) {
+		if (p == c->rank)
+			continue;
+		ret = mlap2p_irecv(c->api, (char *)&c->dx[p] + at, len, p,
+				   &o->preq[o->npreq]);
 		if (ret)
 			return ret;
+		o->npreq++;
+		ret = mlap2p_isend(c->api, (char *)&c->dx[c->rank] + at, len,
+				   p, &o->preq[o->npreq]);
+		if (ret)
+			return ret;
+		o->npreq++;
 	}
-	if (o->direct)
-		return mlap2p_isend(c->api, &o->dmine, sizeof(o->dmine),
-				    c->next, &o->ds);
 	return 0;
 }
 
-/* 1 when @o exchanges handles (direct_progress runs), 0 when not. */
-int direct_pending(const struct cop *o)
+/* After the preamble: 1 direct (the handles are on their way), 0 the
+ * ring, -errno. */
+int direct_start(struct cop *o)
 {
-	return o->direct || o->dpeer;
+	o->dstate = 0;
+	if (!direct_all(o)) {
+		o->direct = 0;
+		return 0;
+	}
+	return direct_swap(o, offsetof(struct dpeer, d), sizeof(struct ddesc));
 }
 
-static int direct_map(struct cop *o, const unsigned char *h, uint64_t off,
-		      void **ptr)
+/* 1 when @o runs the direct algorithm (direct_progress), 0 when not. */
+int direct_pending(const struct cop *o)
+{
+	return o->direct;
+}
+
+static int direct_map(struct cop *o, int p, const unsigned char *h,
+		      uint64_t off, void **ptr)
 {
 	struct coll *c = o->c;
 	struct ncclRtIpcMemHandle ipc;
+	uint64_t bytes = c->dx[p].d.bytes;
 	size_t size;
 	void *base;
 	int ret;
@@ -90,13 +147,12 @@ static int direct_map(struct cop *o, const unsigned char *h, uint64_t off,
 	ret = mlap2p_import_region(c->comm, &ipc, &base, &size);
 	if (ret) {
 		WARN("%s: rank %d: cannot map the buffer rank %d offered: %s",
-		     o->fn, c->rank, c->prev, strerror(-ret));
+		     o->fn, c->rank, p, strerror(-ret));
 		return ret;
 	}
-	if (off > size || size - off < o->dtheirs.bytes) {
+	if (off > size || size - off < bytes) {
 		WARN("%s: rank %d: rank %d offered %llu bytes at %llu of a %zu-byte region",
-		     o->fn, c->rank, c->prev,
-		     (unsigned long long)o->dtheirs.bytes,
+		     o->fn, c->rank, p, (unsigned long long)bytes,
 		     (unsigned long long)off, size);
 		return -EPROTO;
 	}
@@ -104,58 +160,78 @@ static int direct_map(struct cop *o, const unsigned char *h, uint64_t off,
 	return 0;
 }
 
-/* Our half: rank 0 the first count / 2 elements, rank 1 the rest. */
-static void direct_slice(struct cop *o)
+/* Every peer's buffers, mapped and checked.  0 or -errno. */
+static int direct_map_all(struct cop *o)
 {
-	size_t half = o->count / 2;
+	struct coll *c = o->c;
+	int p, ret;
+	void *q;
 
-	o->dnext = o->c->rank ? half : 0;
-	o->dend = o->c->rank ? o->count : half;
+	for (p = 0; p < c->n; p++) {
+		struct dpeer *x = &c->dx[p];
+
+		if (p == c->rank) {
+			x->in = o->in;
+			x->out = o->out;
+			continue;
+		}
+		if (x->d.bytes != o->count * o->es) {
+			WARN("%s: rank %d: rank %d offered %llu bytes for a %zu-byte all-reduce",
+			     o->fn, c->rank, p, (unsigned long long)x->d.bytes,
+			     o->count * o->es);
+			return -EPROTO;
+		}
+		ret = direct_map(o, p, x->d.ipcIn, x->d.offIn, &q);
+		if (ret)
+			return ret;
+		x->in = q;
+		ret = direct_map(o, p, x->d.ipcOut, x->d.offOut, &q);
+		if (ret)
+			return ret;
+		x->out = q;
+	}
+	return 0;
 }
 
-/* Elements [i, i + n) of the result into both outputs. */
+/* Elements [i, i + n) of the result into every output, x[0] op x[1] op
+ * ... op x[n-1] left to right (as the one-shot). */
 static void direct_reduce(struct cop *o, size_t i, size_t n)
 {
 	struct coll *c = o->c;
-	size_t es = o->es, b = n * es;
-	const char *a = c->rank ? o->dpin : o->in;	/* rank 0's */
-	const char *x = c->rank ? o->in : o->dpin;	/* rank 1's */
+	size_t es = o->es, b = n * es, at = i * es;
 	char *t = slot_t(o), *u = t + b;	/* n <= direct_sub(o) */
-	int op = o->op == MLAP2P_AVG ? MLAP2P_SUM : o->op;
+	int op = o->op == MLAP2P_AVG ? MLAP2P_SUM : o->op, r;
 
-	a += i * es;
-	x += i * es;
 	if (avg_pre(o)) {
-		mlap2p_premul(t, a, n, o->dtype, 1.0 / c->n);
-		mlap2p_premul(u, x, n, o->dtype, 1.0 / c->n);
-		mlap2p_reduce2(t, t, u, n, o->dtype, op);
+		mlap2p_premul(t, c->dx[0].in + at, n, o->dtype, 1.0 / c->n);
+		for (r = 1; r < c->n; r++) {
+			mlap2p_premul(u, c->dx[r].in + at, n, o->dtype,
+				      1.0 / c->n);
+			mlap2p_reduce2(t, t, u, n, o->dtype, op);
+		}
 	} else {
-		mlap2p_reduce2(t, a, x, n, o->dtype, op);
+		mlap2p_reduce2(t, c->dx[0].in + at, c->dx[1].in + at, n,
+			       o->dtype, op);
+		for (r = 2; r < c->n; r++)
+			mlap2p_reduce2(t, t, c->dx[r].in + at, n, o->dtype,
+				       op);
 		if (o->op == MLAP2P_AVG)
 			mlap2p_divide(t, n, o->dtype, c->n);
 	}
 	if (c->ntMin && o->count * es >= c->ntMin) {
-		mlap2p_copy_nt2(o->out + i * es, o->dpout + i * es, t, b);
+		for (r = 0; r + 1 < c->n; r += 2)
+			mlap2p_copy_nt2(c->dx[r].out + at, c->dx[r + 1].out + at,
+					t, b);
+		if (r < c->n)
+			mlap2p_copy_nt(c->dx[r].out + at, t, b);
 	} else {
-		memcpy(o->out + i * es, t, b);
-		memcpy(o->dpout + i * es, t, b);
+		for (r = 0; r < c->n; r++)
+			memcpy(c->dx[r].out + at, t, b);
 	}
 }
 
-/* Both of o->ds, o->dr ended: 1, not yet 0, -errno. */
-static int direct_wait(struct cop *o)
-{
-	int ret = req_test(o->c, &o->ds);
-
-	if (ret >= 0)
-		ret = req_test(o->c, &o->dr);
-	if (ret < 0)
-		return ret;
-	return !o->ds && !o->dr;
-}
-
 /* Elements per pass through T: two of them fit (AVG premultiplies
- * both inputs there). */
+ * inputs there). */
 static size_t direct_sub(const struct cop *o)
 {
 	size_t bytes = DIRECT_SUB < o->c->chunk / 2 ? DIRECT_SUB :
@@ -164,14 +240,13 @@ static size_t direct_sub(const struct cop *o)
 	return bytes / o->es;
 }
 
-/* 1 done, 0 not yet, -errno.  When only one rank offered, sets up the
- * ring instead (direct_pending() is 0 after that). */
+/* 1 done, 0 not yet, -errno. */
 int direct_progress(struct cop *o, int *moved)
 {
 	struct coll *c = o->c;
 	size_t sub = direct_sub(o), step = DIRECT_STEP / o->es;
-	void *p;
-	int ret;
+	uint64_t seq = o->hdr[0] >> 32;
+	int ret, p;
 
 	switch (o->dstate) {
 	case 0:		/* the handles */
@@ -179,30 +254,14 @@ int direct_progress(struct cop *o, int *moved)
 		if (ret <= 0)
 			return ret;
 		*moved = 1;
-		if (!o->direct || !o->dpeer) {
-			o->direct = o->dpeer = 0;	/* the ring, then */
-			ring_setup(o);
-			return 0;
-		}
-		if (o->dtheirs.bytes != o->count * o->es) {
-			WARN("%s: rank %d: rank %d offered %llu bytes for a %zu-byte all-reduce",
-			     o->fn, c->rank, c->prev,
-			     (unsigned long long)o->dtheirs.bytes,
-			     o->count * o->es);
-			return -EPROTO;
-		}
-		ret = direct_map(o, o->dtheirs.ipcIn, o->dtheirs.offIn, &p);
+		ret = direct_map_all(o);
 		if (ret)
 			return ret;
-		o->dpin = p;
-		ret = direct_map(o, o->dtheirs.ipcOut, o->dtheirs.offOut, &p);
-		if (ret)
-			return ret;
-		o->dpout = p;
-		direct_slice(o);
+		o->dnext = o->count * (size_t)c->rank / (size_t)c->n;
+		o->dend = o->count * (size_t)(c->rank + 1) / (size_t)c->n;
 		o->dstate = 1;
 		/* fall through */
-	case 1:		/* our half, a step per call */
+	case 1:		/* our slice, a step per call */
 		for (size_t end = o->dnext + step; o->dnext < o->dend &&
 		     o->dnext < end;) {
 			size_t n = o->dend - o->dnext < sub ?
@@ -214,42 +273,34 @@ int direct_progress(struct cop *o, int *moved)
 		*moved = 1;
 		if (o->dnext < o->dend)
 			return 0;
-		/* Our stores into the peer's output before the word that
-		 * says they are done (streaming ones included). */
+		/* Our stores into the peers' outputs before the words that
+		 * say they are done (streaming ones included). */
 		atomic_thread_fence(memory_order_seq_cst);
-		o->dfin[0] = o->hdr[0] >> 32;	/* its number */
-		ret = mlap2p_irecv(c->api, &o->dfin[1], sizeof(o->dfin[1]),
-				   c->prev, &o->dr);
-		if (!ret)
-			ret = mlap2p_isend(c->api, &o->dfin[0],
-					   sizeof(o->dfin[0]), c->next, &o->ds);
+		c->dx[c->rank].fin = seq;
+		ret = direct_swap(o, offsetof(struct dpeer, fin),
+				  sizeof(uint64_t));
 		if (ret)
 			return ret;
 		o->dstate = 2;
 		/* fall through */
-	case 2:		/* the peer is done with our buffers */
+	case 2:		/* the peers are done with our buffers */
 		ret = direct_wait(o);
 		if (ret <= 0)
 			return ret;
 		*moved = 1;
-		/* And the peer's stores into our output before our loads. */
+		/* And the peers' stores into our output before our loads. */
 		atomic_thread_fence(memory_order_seq_cst);
-		if (o->dfin[1] != o->dfin[0]) {
+		for (p = 0; p < c->n; p++) {
+			if (c->dx[p].fin == seq)
+				continue;
 			WARN("%s: rank %d: rank %d ended all-reduce #%llu, this rank #%llu",
-			     o->fn, c->rank, c->prev,
-			     (unsigned long long)o->dfin[1],
-			     (unsigned long long)o->dfin[0]);
+			     o->fn, c->rank, p,
+			     (unsigned long long)c->dx[p].fin,
+			     (unsigned long long)seq);
 			return -EPROTO;
 		}
 		o->dstate = 3;
 		return 1;
 	}
 	return 1;
-}
-
-/* Requests @o's direct phase still holds, to the orphans. */
-void direct_orphan(struct cop *o)
-{
-	orphan(o->c, &o->ds);
-	orphan(o->c, &o->dr);
 }

@@ -24,7 +24,6 @@ void ring_orphan_all(struct cop *o)
 		orphan(o->c, &o->pr);
 	}
 	ring_orphan(o);
-	direct_orphan(o);
 	for (int i = 0; i < o->npreq; i++)
 		orphan(o->c, &o->preq[i]);
 	o->npreq = 0;
@@ -65,8 +64,7 @@ int cop_progress(struct cop *o, int *moved)
 		o->npreq = 0;
 		o->nlanes = 0;
 		o->direct = direct_offer(o);
-		o->dpeer = 0;
-		o->ds = o->dr = NULL;
+		o->drun = 0;
 		if (avg_pre(o) && o->algo == ALGO_ONESHOT && !oneshot_inline(o))
 			mlap2p_premul(slot_t(o), o->in, o->count, o->dtype,
 				      1.0 / c->n);
@@ -82,8 +80,8 @@ int cop_progress(struct cop *o, int *moved)
 		*moved = 1;
 		/* fall through */
 	case PH_CONNECT_ALL:
-		if ((o->kind == K_ALL_TO_ALL || o->algo == ALGO_ONESHOT) &&
-		    !c->allPeers) {
+		if ((o->kind == K_ALL_TO_ALL || o->algo == ALGO_ONESHOT ||
+		     direct_all(o)) && !c->allPeers) {
 			int *peers = malloc(sizeof(int) * (size_t)c->n), k = 0;
 
 			if (!peers)
@@ -113,10 +111,10 @@ int cop_progress(struct cop *o, int *moved)
 		o->phase = PH_DATA;
 		/* fall through */
 	case PH_DATA:
-		if (o->npreq)
-			ret = pairs_progress(o, moved);
-		else if (direct_pending(o))
+		if (direct_pending(o))
 			ret = direct_progress(o, moved);
+		else if (o->npreq)
+			ret = pairs_progress(o, moved);
 		else if (o->algo == ALGO_RING && o->kind != K_ALL_TO_ALL)
 			ret = ring_progress(o, moved);
 		else

@@ -84,6 +84,7 @@ static void coll_free(struct ncclComm *comm)
 	}
 	free(c->orphans);
 	free(c->fast);
+	free(c->dx);
 	if (c->scratch && !c->scratchMem)
 		free(c->scratch);
 	/* A region from mlap2p_mem_alloc goes with the runtime. */
@@ -254,11 +255,17 @@ struct coll *coll_get(struct mlap2p_comm *api, int *err)
 			ret = -ENOMEM;
 		}
 	}
+	if (!ret && c->n > 1 && c->n <= PAIRS_MAX) {
+		c->dx = calloc((size_t)c->n, sizeof(*c->dx));
+		if (!c->dx)
+			ret = -ENOMEM;
+	}
 	if (!ret && c->n > 1)
 		ret = coll_ring(c);
 	if (ret) {
 		if (c->scratch && !c->scratchMem)
 			free(c->scratch);
+		free(c->dx);
 		free(c->order);
 		free(c->orders);
 		free(c->poss);
@@ -368,6 +375,7 @@ void pre_fill(struct cop *o)
 		o->smsg[5] = o->descB[0];
 		o->smsg[6] = o->descB[1];
 	}
+	o->smsg[7] = (uint64_t)o->drun;
 }
 
 /* A hop's message from prev is in o->rmsg. */
@@ -428,6 +436,7 @@ int pre_progress(struct cop *o, int *moved)
 		if (o->ps || o->pr)
 			return 0;
 		pre_check(o);
+		direct_hop(o);
 		o->hop++;
 		*moved = 1;
 	}

@@ -41,16 +41,16 @@
  *   MLAP2P_COLL_ONESHOT_MAX  largest all-reduce taken one-shot (default
  *                  docs/collectives.md; 0 = never)
  *   MLAP2P_COLL_DIRECT    1 (default) or 0: the direct all-reduce (below)
- *                  where both ranks' buffers allow it.  The ranks agree
+ *                  where every rank's buffers allow it.  The ranks agree
  *                  on it per call, so this one may differ between them.
  *
- * Direct all-reduce: on 2 ranks, an all-reduce that would run on the
- * ring, whose sendbuf and recvbuf lie in regions from mlap2p_mem_alloc()
- * on both ranks, runs without the ring: each rank maps the other's
- * buffers and reduces its half of the elements (rank 0 the first count/2,
- * rank 1 the rest) from both inputs into both outputs, so every byte is
- * read once and written once.  If one rank's buffers are plain memory,
- * both run the ring.
+ * Direct all-reduce: an all-reduce that would run on the ring, whose
+ * sendbuf and recvbuf lie in regions from mlap2p_mem_alloc() on every
+ * rank, runs without the ring: each rank maps every other rank's buffers
+ * and reduces its slice of the elements (rank r: [count*r/n,
+ * count*(r+1)/n)) from all n inputs into all n outputs, so every byte is
+ * read once and written once.  If one rank's buffers are plain memory
+ * (or it has MLAP2P_COLL_DIRECT=0), every rank runs the ring.
  *
  * Channels (lanes): a ring collective splits its data over L =
  * min(rings, count * element size / chunk, 4) rings (at least 1), where
@@ -72,9 +72,10 @@
  *    reduced x[ring[b]] op x[ring[b+1]] op ... op x[ring[b+n-1]] (indices
  *    mod n), left to right.
  *  - all-reduce, one-shot: x[0] op x[1] op ... op x[n-1] in rank order.
- *  - all-reduce, direct (2 ranks, no lanes): x[0] op x[1].  On 2 ranks
- *    the ring gives the same bits: each element is one op of the two
- *    inputs, and every op here is commutative.
+ *  - all-reduce, direct (no lanes): x[0] op x[1] op ... op x[n-1] in rank
+ *    order, as the one-shot.  On 2 ranks the ring gives the same bits:
+ *    each element is one op of the two inputs, and every op here is
+ *    commutative.
  *  - reduce-scatter: the output of rank ring[q] (elements q*recvcount on)
  *    is x[ring[q+1]] op x[ring[q+2]] op ... op x[ring[q]] (mod n).
  *  - reduce to root: x[ring[p+1]] op x[ring[p+2]] op ... op x[ring[p]]
