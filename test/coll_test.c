@@ -24,6 +24,7 @@
 #include "comm.h"
 #include "log.h"
 #include "mlap2p/dataplane.h"
+#include "coll/coll.h"
 #include "coll/reduce.h"
 #include "mlap2p/coll.h"
 
@@ -209,7 +210,7 @@ static const char *const cname[] = {
 	"all_to_all",
 };
 
-static int is_float(int dt)
+static int t_is_float(int dt)
 {
 	return dt >= MLAP2P_FLOAT16;
 }
@@ -228,7 +229,7 @@ static void gen(void *buf, size_t count, int dt, int r, int k)
 		x ^= x << 17;
 		p[i] = (unsigned char)(x >> 24);
 	}
-	if (!is_float(dt))
+	if (!t_is_float(dt))
 		return;
 	/* Clear the exponent's top bit: no inf or NaN, |x| < 2 or so. */
 	for (i = 0; i < count; i++) {
@@ -265,7 +266,7 @@ static void contribs(struct ctx *c, size_t per)
 {
 	int r;
 
-	if (c->op != MLAP2P_AVG || !is_float(c->dt))
+	if (c->op != MLAP2P_AVG || !t_is_float(c->dt))
 		return;
 	for (r = 0; r < c->n; r++)
 		mlap2p_premul(c->in[r], c->in[r], per, c->dt, 1.0 / c->n);
@@ -283,7 +284,7 @@ static void fold(struct ctx *c, unsigned char *dst, const int *ranks,
 	for (k = 1; k < c->n; k++)
 		mlap2p_reduce2(dst, dst, c->in[ranks[k]] + off * c->es, len,
 			       c->dt, op);
-	if (c->op == MLAP2P_AVG && !is_float(c->dt))
+	if (c->op == MLAP2P_AVG && !t_is_float(c->dt))
 		mlap2p_divide(dst, len, c->dt, c->n);
 }
 
@@ -1277,6 +1278,122 @@ FIXTURE_TEARDOWN(direct)
 TEST_F_TIMEOUT(direct, exact_and_taken_when_both_are_regions, 120)
 {
 	ASSERT_EQ(0, job_run(&self->j, 110));
+}
+
+/*
+ * ---- direct: a forged peer --------------------------------------------
+ *
+ * Rank 1 takes part in a first, honest direct all-reduce, then plays the
+ * second by hand with mlap2p_send/recv: it echoes rank 0's header (which
+ * offers), answers rank 0's handles with a forged copy of them, and ends
+ * as the case says.  Rank 0 must fail with the exact errno, naming rank 1.
+ */
+enum { F_SIZE, F_OFFSET, F_DONE, F_DIE };
+
+struct forge {
+	int how;
+	const char *want;	/* in rank 0's mlap2p_last_error() */
+};
+
+static int forge_body(struct job *j, int rank, struct mlap2p_comm *comm)
+{
+	const struct forge *f = j->arg;
+	size_t count = 4096, b = count * 4;	/* past the one-shot */
+	uint64_t h[HDR_BYTES / 8], w;
+	struct ddesc d;
+	float *sb, *rb;
+	int ret;
+
+	if (mlap2p_mem_alloc(comm, b, (void **)&sb) ||
+	    mlap2p_mem_alloc(comm, b, (void **)&rb))
+		return 90;
+	for (size_t i = 0; i < count; i++)
+		sb[i] = (float)(i % 97) + (float)rank;
+	if (mlap2p_all_reduce(comm, sb, rb, count, MLAP2P_FLOAT32, MLAP2P_SUM) ||
+	    rb[5] != 11.0f)
+		return 91;
+	if (rank == 0) {
+		ret = mlap2p_all_reduce(comm, sb, rb, count, MLAP2P_FLOAT32,
+					MLAP2P_SUM);
+		if (ret != (f->how == F_DIE ? -ECONNRESET : -EPROTO) ||
+		    !strstr(mlap2p_last_error(), f->want)) {
+			fprintf(stderr, "# rank 0: want %s with \"%s\", got %s: %s\n",
+				f->how == F_DIE ? "-ECONNRESET" : "-EPROTO",
+				f->want, mlap2p_strerror(ret),
+				mlap2p_last_error());
+			return 92;
+		}
+		mlap2p_comm_abort(comm);
+		return GONE;
+	}
+	if (mlap2p_recv(comm, h, sizeof(h), 0) || h[2] != DIRECT_OFFER ||
+	    mlap2p_send(comm, h, sizeof(h), 0) ||
+	    mlap2p_recv(comm, &d, sizeof(d), 0))
+		return 93;
+	if (f->how == F_SIZE)
+		d.bytes -= 4;
+	if (f->how == F_OFFSET)
+		d.offIn = 1ULL << 40;
+	if (mlap2p_send(comm, &d, sizeof(d), 0))
+		return 94;
+	if (f->how == F_DIE)
+		_exit(0);
+	if (f->how == F_DONE &&
+	    (mlap2p_recv(comm, &w, sizeof(w), 0) || w != 1 ||
+	     (w += 5, mlap2p_send(comm, &w, sizeof(w), 0))))
+		return 95;
+	mlap2p_comm_abort(comm);
+	return GONE;
+}
+
+FIXTURE(forge) {
+	struct job j;
+	struct forge f;
+};
+
+FIXTURE_VARIANT(forge) {
+	int threads, how;
+	const char *want;
+};
+
+FIXTURE_VARIANT_ADD(forge, size) {
+	.threads = 1, .how = F_SIZE,
+	.want = "rank 0: rank 1 offered 16380 bytes for a 16384-byte all-reduce",
+};
+FIXTURE_VARIANT_ADD(forge, offset) {
+	.threads = 0, .how = F_OFFSET,
+	.want = "rank 0: rank 1 offered 16384 bytes at 1099511627776 of a ",
+};
+FIXTURE_VARIANT_ADD(forge, done_word) {
+	.threads = 0, .how = F_DONE,
+	.want = "rank 0: rank 1 ended all-reduce #6, this rank #1",
+};
+FIXTURE_VARIANT_ADD(forge, peer_dies) {
+	.threads = 0, .how = F_DIE,
+	.want = "peer rank 1 (pid ",
+};
+
+FIXTURE_SETUP(forge)
+{
+	env_defaults();
+	setenv("MLAP2P_PEER_TIMEOUT", "1s", 1);
+	self->f.how = variant->how;
+	self->f.want = variant->want;
+	memset(&self->j, 0, sizeof(self->j));
+	self->j.n = 2;
+	self->j.threads = variant->threads;
+	self->j.fn = forge_body;
+	self->j.arg = &self->f;
+}
+
+FIXTURE_TEARDOWN(forge)
+{
+	unsetenv("MLAP2P_PEER_TIMEOUT");
+}
+
+TEST_F_TIMEOUT(forge, rank0_fails_naming_rank1, 60)
+{
+	ASSERT_EQ(0, job_run(&self->j, 50));
 }
 
 /* ---- groups ---------------------------------------------------------- */
