@@ -1138,7 +1138,7 @@ static int direct_body(struct job *j, int rank, struct mlap2p_comm *comm)
 	const struct dmode *m = j->arg;
 	size_t maxb = 100003 * 4 + 64, i;
 	int n = j->n, reg = m->plain != rank, direct = m->plain < 0 && m->direct;
-	int ip, k, r, ret;
+	int ip, in, k, r, ret;
 	unsigned char *sb, *rb, *want = malloc(maxb);
 	struct ctx c;
 	uint64_t s0, s1;
@@ -1158,11 +1158,15 @@ static int direct_body(struct job *j, int rank, struct mlap2p_comm *comm)
 	if (!sb || !rb || !want)
 		return 81;
 	for (k = 0; k < (int)(sizeof(dcases) / sizeof(dcases[0])); k++)
-	for (ip = 0; ip < 2; ip++) {
+	for (ip = 0; ip < 3; ip++) {
 		const struct dcase *d = &dcases[k];
-		unsigned char *s = ip ? rb : sb;
+		unsigned char *s;
 		size_t es = mlap2p_dtype_size(d->dt), b = d->count * es;
 
+		/* Out of place, in place, and in place on odd ranks only
+		 * (outputs stored both ways in one call). */
+		in = ip == 2 ? rank & 1 : ip;
+		s = in ? rb : sb;
 		c.n = n;
 		c.rank = rank;
 		c.kind = C_AR;
@@ -1174,7 +1178,7 @@ static int direct_body(struct job *j, int rank, struct mlap2p_comm *comm)
 		for (r = 0; r < n; r++)
 			gen(c.in[r], d->count, d->dt, r, k);
 		memcpy(s, c.in[rank], b);
-		memset(rb + (ip ? b : 0), 0xa5, ip ? 64 : b + 64);
+		memset(rb + (in ? b : 0), 0xa5, in ? 64 : b + 64);
 		if (ch1_steps(comm, rank, &s0) && k + ip)
 			return 82;
 		ret = mlap2p_all_reduce(comm, s, rb, d->count, d->dt, d->op);
@@ -1202,7 +1206,7 @@ static int direct_body(struct job *j, int rank, struct mlap2p_comm *comm)
 			fprintf(stderr, "# rank %d: all_reduce(%zu %s %s, %s): byte %zu of %zu is %02x, want %02x\n",
 				rank, d->count, mlap2p_dtype_name(d->dt),
 				mlap2p_redop_name(d->op),
-				ip ? "in place" : "out of place", i, b,
+				in ? "in place" : "out of place", i, b,
 				i < b ? rb[i] : 0, i < b ? want[i] : 0);
 			return 85;
 		}

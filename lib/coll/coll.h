@@ -155,6 +155,7 @@ struct dpeer {
 	struct ddesc d;
 	const char *in;
 	char *out;
+	int nt;				/* streaming stores into out */
 	uint64_t fin;
 };
 

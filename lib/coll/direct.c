@@ -160,11 +160,17 @@ static int direct_map(struct cop *o, int p, const unsigned char *h,
 	return 0;
 }
 
-/* Every peer's buffers, mapped and checked.  0 or -errno. */
+/*
+ * Every peer's buffers, mapped and checked, and how each output is
+ * stored: streaming from MLAP2P_NT_MIN bytes on, unless it is its rank's
+ * input too (in place), whose lines the reduction has just brought into
+ * the cache (streaming stores to them took a 64 MiB in-place all-reduce
+ * from 3.7 to 10 ms on a Xeon VM).  0 or -errno.
+ */
 static int direct_map_all(struct cop *o)
 {
 	struct coll *c = o->c;
-	int p, ret;
+	int nt = c->ntMin && o->count * o->es >= c->ntMin, p, ret;
 	void *q;
 
 	for (p = 0; p < c->n; p++) {
@@ -173,6 +179,7 @@ static int direct_map_all(struct cop *o)
 		if (p == c->rank) {
 			x->in = o->in;
 			x->out = o->out;
+			x->nt = nt && x->out != x->in;
 			continue;
 		}
 		if (x->d.bytes != o->count * o->es) {
@@ -189,6 +196,7 @@ static int direct_map_all(struct cop *o)
 		if (ret)
 			return ret;
 		x->out = q;
+		x->nt = nt && x->out != x->in;
 	}
 	return 0;
 }
@@ -200,6 +208,7 @@ static void direct_reduce(struct cop *o, size_t i, size_t n)
 	struct coll *c = o->c;
 	size_t es = o->es, b = n * es, at = i * es;
 	char *t = slot_t(o), *u = t + b;	/* n <= direct_sub(o) */
+	char *pend = NULL;
 	int op = o->op == MLAP2P_AVG ? MLAP2P_SUM : o->op, r;
 
 	if (avg_pre(o)) {
@@ -218,16 +227,20 @@ static void direct_reduce(struct cop *o, size_t i, size_t n)
 		if (o->op == MLAP2P_AVG)
 			mlap2p_divide(t, n, o->dtype, c->n);
 	}
-	if (c->ntMin && o->count * es >= c->ntMin) {
-		for (r = 0; r + 1 < c->n; r += 2)
-			mlap2p_copy_nt2(c->dx[r].out + at, c->dx[r + 1].out + at,
-					t, b);
-		if (r < c->n)
-			mlap2p_copy_nt(c->dx[r].out + at, t, b);
-	} else {
-		for (r = 0; r < c->n; r++)
-			memcpy(c->dx[r].out + at, t, b);
+	for (r = 0; r < c->n; r++) {
+		char *d = c->dx[r].out + at;
+
+		if (!c->dx[r].nt) {
+			memcpy(d, t, b);
+		} else if (pend) {	/* two streams in one pass */
+			mlap2p_copy_nt2(pend, d, t, b);
+			pend = NULL;
+		} else {
+			pend = d;
+		}
 	}
+	if (pend)
+		mlap2p_copy_nt(pend, t, b);
 }
 
 /* Elements per pass through T: two of them fit (AVG premultiplies
