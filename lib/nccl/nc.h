@@ -210,6 +210,9 @@ size_t nc_dtype_size(int dtype);
 int nc_enter(struct nc_comm *c);
 void nc_leave(struct nc_comm *c);
 uint64_t nc_ticket(struct nc_comm *c);
+struct nc_group;
+/* The same for the thread whose group is @g: one TLS lookup for both. */
+uint64_t nc_ticket_in(struct nc_comm *c, struct nc_group *g);
 void nc_turn_done(struct nc_comm *c, uint64_t t);
 void nc_turn_wait(struct nc_comm *c, uint64_t t);
 int nc_init_many(struct nc_comm **cs, int n);
@@ -240,6 +243,7 @@ struct nc_group {
 	int ninit, initCap;
 	struct nc_gsplit *splits;
 	int nsplit, splitCap;
+	uint64_t tid;			/* nc_thread_id(): 0 until asked */
 };
 
 /* Run the group's splits together; the first error's ncclResult_t. */

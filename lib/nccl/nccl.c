@@ -193,10 +193,13 @@ int nc_grow(void **arr, int *cap, int need, size_t elem)
 
 static void nc_group_reset(void)
 {
+	uint64_t tid = nc_grp.tid;	/* the thread's, not the group's */
+
 	free(nc_grp.ops);
 	free(nc_grp.inits);
 	free(nc_grp.splits);
 	memset(&nc_grp, 0, sizeof(nc_grp));
+	nc_grp.tid = tid;
 }
 
 /* Build the item for stream @s from the group's ops (per comm, in order). */

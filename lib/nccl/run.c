@@ -100,15 +100,17 @@ void nc_turn_done(struct nc_comm *c, uint64_t t)
 	}
 }
 
-/* This thread's id for the tickets' bias: never 0, never reused. */
-static uint64_t nc_thread_id(void)
+/* The id of the thread whose group is @g, for the tickets' bias: never
+ * 0, never reused.  It lives in the group so that a call which looks at
+ * its group finds both with one TLS lookup (__tls_get_addr, in a shared
+ * library). */
+static uint64_t nc_thread_id(struct nc_group *g)
 {
 	static uint64_t last;		/* atomic: ids handed out */
-	static __thread uint64_t id;
 
-	if (!id)
-		id = __atomic_add_fetch(&last, 1, __ATOMIC_RELAXED);
-	return id;
+	if (!g->tid)
+		g->tid = __atomic_add_fetch(&last, 1, __ATOMIC_RELAXED);
+	return g->tid;
 }
 
 /* The owner's ticket (nc.h): 0 and @t set, or -EAGAIN once shared. */
@@ -129,7 +131,12 @@ static int nc_ticket_owned(struct nc_comm *c, uint64_t *t)
 
 uint64_t nc_ticket(struct nc_comm *c)
 {
-	uint64_t me = nc_thread_id(), own, t;
+	return nc_ticket_in(c, &nc_grp);
+}
+
+uint64_t nc_ticket_in(struct nc_comm *c, struct nc_group *g)
+{
+	uint64_t me = nc_thread_id(g), own, t;
 
 	own = __atomic_load_n(&c->owner, __ATOMIC_RELAXED);
 	if (own == me && !nc_ticket_owned(c, &t))
@@ -642,6 +649,7 @@ static ncclResult_t nc_post(ncclComm_t comm, struct nc_op *o,
 {
 	struct mlap2p_stream *s = (struct mlap2p_stream *)(void *)stream;
 	struct nc_comm *c = nc_of(comm);
+	struct nc_group *g = &nc_grp;
 	const char *name = nc_names[o->kind];
 	ncclResult_t res;
 	int err;
@@ -669,28 +677,28 @@ static ncclResult_t nc_post(ncclComm_t comm, struct nc_op *o,
 	else
 		res = ncclSuccess;
 	if (res != ncclSuccess) {
-		if (nc_grp.depth && nc_grp.err == ncclSuccess)
-			nc_grp.err = res;
+		if (g->depth && g->err == ncclSuccess)
+			g->err = res;
 		return res;
 	}
-	if (nc_grp.depth) {
-		if (nc_grow((void **)&nc_grp.ops, &nc_grp.cap, nc_grp.n + 1,
-			    sizeof(*nc_grp.ops))) {
+	if (g->depth) {
+		if (nc_grow((void **)&g->ops, &g->cap, g->n + 1,
+			    sizeof(*g->ops))) {
 			res = nc_fail(c, -ENOMEM, "%s: out of memory", name);
-			if (nc_grp.err == ncclSuccess)
-				nc_grp.err = res;
+			if (g->err == ncclSuccess)
+				g->err = res;
 			return res;
 		}
-		nc_grp.ops[nc_grp.n].s = s;
-		nc_grp.ops[nc_grp.n].c = c;
-		nc_grp.ops[nc_grp.n].op = *o;
-		nc_grp.n++;
+		g->ops[g->n].s = s;
+		g->ops[g->n].c = c;
+		g->ops[g->n].op = *o;
+		g->n++;
 		return ncclSuccess;
 	}
 	if (!s) {
 		struct nc_batch b = { .c = c, .nops = 1, .ops = o };
 
-		b.ticket = nc_ticket(c);
+		b.ticket = nc_ticket_in(c, g);
 		err = nc_run_batches(&b, 1, 0);
 		return err ? mlap2p_nccl_result(err) : ncclSuccess;
 	}
