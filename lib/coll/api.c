@@ -422,7 +422,7 @@ static void cop_init(struct cop *o, const char *fn, int nb, int kind,
 		  "mlap2p_ireduce_scatter", "mlap2p_iall_to_all" },
 	};
 
-	memset(o, 0, sizeof(*o));
+	memset(o, 0, COP_CLEAR);
 	o->fn = fn ? fn : names[nb][kind];
 	o->kind = kind;
 	o->in = sendbuf;

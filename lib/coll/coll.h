@@ -39,6 +39,7 @@
 
 #include <errno.h>
 #include <sched.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -181,20 +182,27 @@ struct cop {
 	int bad, badA, badB;
 	uint64_t descA[2], descB[2];
 
-	/* ring units, per lane */
-	struct lane lane[LANES_MAX];
-	int nlanes;
-
-	/* pairs (one-shot data, all-to-all) */
-	struct mlap2p_request *preq[2 * PAIRS_MAX];
-	int npreq;
+	int nlanes;			/* lane[0 .. nlanes) are set up */
+	int npreq;			/* preq[0 .. npreq) are in use */
 
 	/* direct (direct.c); its messages use preq */
 	int direct;			/* we offered */
 	int drun;			/* ranks up to us known to offer */
 	int dstate;
 	size_t dnext, dend;		/* our slice's elements left */
+
+	/*
+	 * From here on (COP_CLEAR), nothing is zeroed when a call starts
+	 * (cop_init): 2.6 of the struct's 3 KiB, which the 8-byte
+	 * all-reduce never touches.  Only the first nlanes lanes and npreq
+	 * requests are read, each written first.
+	 */
+	struct lane lane[LANES_MAX];	/* ring units, per lane */
+	/* pairs (one-shot data, all-to-all, the direct all-reduce) */
+	struct mlap2p_request *preq[2 * PAIRS_MAX];
 };
+
+#define COP_CLEAR	offsetof(struct cop, lane)
 
 /* A non-blocking collective: its request ends when the op does. */
 struct nbop {
