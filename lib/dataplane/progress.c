@@ -214,6 +214,7 @@ int dp_post(struct dp *dp, struct mlap2p_request *req, int ch, int how,
 	op->bytes = bytes;
 	op->owner = req;
 	op->next = NULL;
+	op->landed = 0;		/* dp_start() sets it for NET receives */
 	if (k->qtail) {
 		k->qtail->next = op;
 		k->qtail = op;
