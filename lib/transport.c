@@ -225,6 +225,10 @@ static ncclResult_t mlap2p_setup_round(struct ncclComm *comm,
 	int tag = MLAP2P_TAG_CONNECT + i;
 	struct ncclPeerInfo *me = comm->peerInfo + comm->rank;
 
+	/* The transports fill only their part of each 128-byte blob; the
+	 * rest goes to the peer too, so it must not be this stack's bytes. */
+	memset(data, 0, sizeof(*data) * (size_t)(__builtin_popcount(recvMask) +
+						   __builtin_popcount(sendMask)));
 	for (c = 0; c < MAXCHANNELS; c++) {
 		if (!(recvMask & (1U << c)))
 			continue;
