@@ -1291,8 +1291,10 @@ TEST_F_TIMEOUT(direct, exact_and_taken_when_both_are_regions, 120)
  * second by hand with mlap2p_send/recv: it echoes rank 0's header (which
  * offers), answers rank 0's handles with a forged copy of them, and ends
  * as the case says.  Rank 0 must fail with the exact errno, naming rank 1.
+ * A rank 0 that cannot use the handles still trades done words, its own
+ * carrying why (EPROTO), and rank 1 checks that word.
  */
-enum { F_SIZE, F_OFFSET, F_DONE, F_DIE };
+enum { F_SIZE, F_OFFSET, F_DONE, F_DIE, F_FAILS };
 
 struct forge {
 	int how;
@@ -1342,10 +1344,18 @@ static int forge_body(struct job *j, int rank, struct mlap2p_comm *comm)
 		return 94;
 	if (f->how == F_DIE)
 		_exit(0);
-	if (f->how == F_DONE &&
-	    (mlap2p_recv(comm, &w, sizeof(w), 0) || w != 1 ||
-	     (w += 5, mlap2p_send(comm, &w, sizeof(w), 0))))
+	/* Rank 0's done word (#1; the errno above bit 32), then ours. */
+	if (mlap2p_recv(comm, &w, sizeof(w), 0) ||
+	    w != ((f->how == F_SIZE || f->how == F_OFFSET ?
+		   (uint64_t)EPROTO << 32 : 0) | 1)) {
+		fprintf(stderr, "# rank 1: rank 0's done word is %#llx\n",
+			(unsigned long long)w);
 		return 95;
+	}
+	w = f->how == F_DONE ? 6 :
+	    f->how == F_FAILS ? (uint64_t)ENOMEM << 32 | 1 : 1;
+	if (mlap2p_send(comm, &w, sizeof(w), 0))
+		return 96;
 	mlap2p_comm_abort(comm);
 	return GONE;
 }
@@ -1371,6 +1381,10 @@ FIXTURE_VARIANT_ADD(forge, offset) {
 FIXTURE_VARIANT_ADD(forge, done_word) {
 	.threads = 0, .how = F_DONE,
 	.want = "rank 0: rank 1 ended all-reduce #6, this rank #1",
+};
+FIXTURE_VARIANT_ADD(forge, peer_fails) {
+	.threads = 1, .how = F_FAILS,
+	.want = "rank 0: rank 1 could not take part in all-reduce #1: Cannot allocate memory",
 };
 FIXTURE_VARIANT_ADD(forge, peer_dies) {
 	.threads = 0, .how = F_DIE,

@@ -83,6 +83,8 @@ enum {
 #define DEF_CHUNK	(2UL << 20)
 #define DEF_ONESHOT_MAX	(64UL << 10)
 #define PAIRS_MAX	64	/* ranks all-to-all and one-shot take */
+#define DIRECT_CONNECT_MAX 8	/* ranks up to which the direct all-reduce
+				 * connects every pair itself (direct.c) */
 #define LANES_MAX	4	/* channels one collective's rings use */
 
 /* Per communicator (comm->coll). */
@@ -157,7 +159,7 @@ struct dpeer {
 	const char *in;
 	char *out;
 	int nt;				/* streaming stores into out */
-	uint64_t fin;
+	uint64_t fin;			/* done word: seq | errno << 32 */
 };
 
 /* One collective in progress. */
@@ -189,6 +191,7 @@ struct cop {
 	int direct;			/* we offered */
 	int drun;			/* ranks up to us known to offer */
 	int dstate;
+	int derr;			/* why we could not do our slice */
 	size_t dnext, dend;		/* our slice's elements left */
 
 	/*

@@ -19,7 +19,14 @@
  * each way per pair, all at once), maps what it gets, reduces its slice,
  * and sends every other rank an 8-byte done word: once a rank has all of
  * them, nobody reads its input or writes its output any more, and it
- * returns.
+ * returns.  A rank that cannot map what it got still sends its done
+ * words, with its errno in them, and waits for the others' before it
+ * returns the error: the others have mapped its buffers by then, and fail
+ * too once they see the word.
+ *
+ * Pair connections cost every rank a FIFO per peer, so above
+ * DIRECT_CONNECT_MAX ranks only a communicator that has them already
+ * (from an all-to-all or a one-shot) offers.
  */
 #include <stdatomic.h>
 
@@ -39,7 +46,8 @@ int direct_offer(struct cop *o)
 	size_t off;
 
 	if (!c->direct || !c->dx || o->kind != K_ALL_REDUCE ||
-	    o->algo != ALGO_RING || !bytes)
+	    o->algo != ALGO_RING || !bytes ||
+	    (c->n > DIRECT_CONNECT_MAX && !c->allPeers))
 		return 0;
 	d = &c->dx[c->rank].d;
 	_Static_assert(sizeof(ipc) == sizeof(d->ipcIn), "handle size");
@@ -120,6 +128,7 @@ static int direct_swap(struct cop *o, size_t at, size_t len)
 int direct_start(struct cop *o)
 {
 	o->dstate = 0;
+	o->derr = 0;
 	if (!direct_all(o)) {
 		o->direct = 0;
 		return 0;
@@ -267,11 +276,10 @@ int direct_progress(struct cop *o, int *moved)
 		if (ret <= 0)
 			return ret;
 		*moved = 1;
-		ret = direct_map_all(o);
-		if (ret)
-			return ret;
+		o->derr = direct_map_all(o);
 		o->dnext = o->count * (size_t)c->rank / (size_t)c->n;
-		o->dend = o->count * (size_t)(c->rank + 1) / (size_t)c->n;
+		o->dend = o->derr ? o->dnext :
+			  o->count * (size_t)(c->rank + 1) / (size_t)c->n;
 		o->dstate = 1;
 		/* fall through */
 	case 1:		/* our slice, a step per call */
@@ -289,7 +297,7 @@ int direct_progress(struct cop *o, int *moved)
 		/* Our stores into the peers' outputs before the words that
 		 * say they are done (streaming ones included). */
 		atomic_thread_fence(memory_order_seq_cst);
-		c->dx[c->rank].fin = seq;
+		c->dx[c->rank].fin = seq | (uint64_t)(uint32_t)-o->derr << 32;
 		ret = direct_swap(o, offsetof(struct dpeer, fin),
 				  sizeof(uint64_t));
 		if (ret)
@@ -303,13 +311,22 @@ int direct_progress(struct cop *o, int *moved)
 		*moved = 1;
 		/* And the peers' stores into our output before our loads. */
 		atomic_thread_fence(memory_order_seq_cst);
+		if (o->derr)
+			return o->derr;
 		for (p = 0; p < c->n; p++) {
-			if (c->dx[p].fin == seq)
+			uint64_t fin = c->dx[p].fin;
+
+			if (fin == seq)
 				continue;
-			WARN("%s: rank %d: rank %d ended all-reduce #%llu, this rank #%llu",
-			     o->fn, c->rank, p,
-			     (unsigned long long)c->dx[p].fin,
-			     (unsigned long long)seq);
+			if ((uint32_t)fin == seq && fin >> 32)
+				WARN("%s: rank %d: rank %d could not take part in all-reduce #%llu: %s",
+				     o->fn, c->rank, p, (unsigned long long)seq,
+				     strerror((int)(fin >> 32)));
+			else
+				WARN("%s: rank %d: rank %d ended all-reduce #%llu, this rank #%llu",
+				     o->fn, c->rank, p,
+				     (unsigned long long)(uint32_t)fin,
+				     (unsigned long long)seq);
 			return -EPROTO;
 		}
 		o->dstate = 3;

@@ -50,7 +50,9 @@
  * and reduces its slice of the elements (rank r: [count*r/n,
  * count*(r+1)/n)) from all n inputs into all n outputs, so every byte is
  * read once and written once.  If one rank's buffers are plain memory
- * (or it has MLAP2P_COLL_DIRECT=0), every rank runs the ring.
+ * (or it has MLAP2P_COLL_DIRECT=0), every rank runs the ring.  The first
+ * one connects every pair of ranks (as all-to-all does); above 8 ranks
+ * it runs only once something else has.
  *
  * Channels (lanes): a ring collective splits its data over L =
  * min(rings, count * element size / chunk, 4) rings (at least 1), where
