@@ -28,7 +28,7 @@
 #include "coll/reduce.h"
 #include "mlap2p/coll.h"
 
-#define MAXR	8
+#define MAXR	9
 #define GONE	1000
 #define KiB	1024UL
 #define MiB	(1024UL * 1024UL)
@@ -1462,6 +1462,72 @@ TEST_F_TIMEOUT(solo, group_with_send_recv, 60)
 	struct job j = { .n = 2, .threads = 1, .fn = group_body };
 
 	ASSERT_EQ(0, job_run(&j, 50));
+}
+
+/*
+ * ---- direct: past DIRECT_CONNECT_MAX ranks -----------------------------
+ *
+ * On 9 ranks the direct all-reduce does not connect every pair itself:
+ * between regions the ring runs (channel 1 moves) until an all-to-all has
+ * connected them, and the direct algorithm from then on (it does not).
+ */
+static int wide_ar(struct mlap2p_comm *comm, int rank, int32_t *sb,
+		   int32_t *rb, size_t count, int want_ring)
+{
+	uint64_t s0, s1;
+	size_t i;
+
+	for (i = 0; i < count; i++)
+		sb[i] = rank * 1000 + (int32_t)i;
+	if (ch1_steps(comm, rank, &s0) ||
+	    mlap2p_all_reduce(comm, sb, rb, count, MLAP2P_INT32, MLAP2P_SUM) ||
+	    ch1_steps(comm, rank, &s1))
+		return 1;
+	for (i = 0; i < count; i++)
+		if (rb[i] != 36000 + 9 * (int32_t)i) {
+			fprintf(stderr, "# rank %d: [%zu] = %d\n", rank, i, rb[i]);
+			return 2;
+		}
+	if ((s1 != s0) != want_ring) {
+		fprintf(stderr, "# rank %d: channel 1 sent %llu steps: the %s ran\n",
+			rank, (unsigned long long)(s1 - s0),
+			s1 == s0 ? "direct algorithm" : "ring");
+		return 3;
+	}
+	return 0;
+}
+
+static int wide_body(struct job *j, int rank, struct mlap2p_comm *comm)
+{
+	size_t count = 4096;		/* 16 KiB: past the one-shot */
+	int32_t *sb, *rb, x[MAXR], y[MAXR];
+	int k, ret;
+
+	if (mlap2p_mem_alloc(comm, count * 4, (void **)&sb) ||
+	    mlap2p_mem_alloc(comm, count * 4, (void **)&rb))
+		return 100;
+	/* The rings, so that channel 1's counter can be read. */
+	if (mlap2p_all_reduce(comm, x, y, 1, MLAP2P_INT32, MLAP2P_SUM))
+		return 101;
+	ret = wide_ar(comm, rank, sb, rb, count, 1);
+	if (ret)
+		return 110 + ret;
+	for (k = 0; k < j->n; k++)
+		x[k] = rank * 100 + k;
+	if (mlap2p_all_to_all(comm, x, y, 1, MLAP2P_INT32))
+		return 102;
+	for (k = 0; k < j->n; k++)
+		if (y[k] != k * 100 + rank)
+			return 103;
+	ret = wide_ar(comm, rank, sb, rb, count, 0);
+	return ret ? 120 + ret : 0;
+}
+
+TEST_F_TIMEOUT(solo, direct_on_9_ranks_once_pairs_are_connected, 120)
+{
+	struct job j = { .n = 9, .threads = 1, .fn = wide_body };
+
+	ASSERT_EQ(0, job_run(&j, 110));
 }
 
 /* ---- non-blocking ---------------------------------------------------- */
