@@ -188,7 +188,8 @@ struct cop {
 	int npreq;			/* preq[0 .. npreq) are in use */
 
 	/* direct (direct.c); its messages use preq */
-	int direct;			/* we offered */
+	int direct;			/* we offered; after direct_start(),
+					 * the direct algorithm runs */
 	int drun;			/* ranks up to us known to offer */
 	int dstate;
 	int derr;			/* why we could not do our slice */
@@ -244,7 +245,6 @@ int direct_offer(struct cop *o);
 void direct_hop(struct cop *o);
 int direct_all(const struct cop *o);
 int direct_start(struct cop *o);
-int direct_pending(const struct cop *o);
 int direct_progress(struct cop *o, int *moved);
 
 /* run.c */

@@ -69,11 +69,9 @@ int direct_offer(struct cop *o)
 void direct_hop(struct cop *o)
 {
 	uint64_t prev = o->hop ? o->rmsg[7] : o->rmsg[2] == DIRECT_OFFER;
+	uint64_t n = (uint64_t)o->c->n;
 
-	if (!o->direct || prev >= (uint64_t)o->c->n)
-		o->drun = o->direct ? o->c->n : 0;
-	else
-		o->drun = 1 + (int)prev;
+	o->drun = o->direct ? (int)(prev < n ? prev + 1 : n) : 0;
 }
 
 /* After the preamble: did every rank offer? */
@@ -82,20 +80,15 @@ int direct_all(const struct cop *o)
 	return o->direct && o->drun == o->c->n;
 }
 
-/* Test o->preq[0 .. npreq): 1 all ended (npreq is 0), 0 not yet, -errno. */
-static int direct_wait(struct cop *o)
+/* The swap's requests: 1 all ended (npreq is 0 again), 0 not yet,
+ * -errno. */
+static int direct_wait(struct cop *o, int *moved)
 {
-	int i, ret, all = 1;
+	int ret = pairs_progress(o, moved);
 
-	for (i = 0; i < o->npreq; i++) {
-		ret = req_test(o->c, &o->preq[i]);
-		if (ret < 0)
-			return ret;
-		all &= ret;
-	}
-	if (all)
+	if (ret > 0)
 		o->npreq = 0;
-	return all;
+	return ret;
 }
 
 /* @len bytes of @what: from every peer into its c->dx entry, ours to
@@ -134,12 +127,6 @@ int direct_start(struct cop *o)
 		return 0;
 	}
 	return direct_swap(o, offsetof(struct dpeer, d), sizeof(struct ddesc));
-}
-
-/* 1 when @o runs the direct algorithm (direct_progress), 0 when not. */
-int direct_pending(const struct cop *o)
-{
-	return o->direct;
 }
 
 static int direct_map(struct cop *o, int p, const unsigned char *h,
@@ -272,10 +259,9 @@ int direct_progress(struct cop *o, int *moved)
 
 	switch (o->dstate) {
 	case 0:		/* the handles */
-		ret = direct_wait(o);
+		ret = direct_wait(o, moved);
 		if (ret <= 0)
 			return ret;
-		*moved = 1;
 		o->derr = direct_map_all(o);
 		o->dnext = o->count * (size_t)c->rank / (size_t)c->n;
 		o->dend = o->derr ? o->dnext :
@@ -305,10 +291,9 @@ int direct_progress(struct cop *o, int *moved)
 		o->dstate = 2;
 		/* fall through */
 	case 2:		/* the peers are done with our buffers */
-		ret = direct_wait(o);
+		ret = direct_wait(o, moved);
 		if (ret <= 0)
 			return ret;
-		*moved = 1;
 		/* And the peers' stores into our output before our loads. */
 		atomic_thread_fence(memory_order_seq_cst);
 		if (o->derr)

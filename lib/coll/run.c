@@ -105,13 +105,13 @@ int cop_progress(struct cop *o, int *moved)
 			ret = direct_start(o);
 			if (ret)
 				return fail(o, ret);
-			if (!direct_pending(o))
+			if (!o->direct)
 				ring_setup(o);
 		}
 		o->phase = PH_DATA;
 		/* fall through */
 	case PH_DATA:
-		if (direct_pending(o))
+		if (o->direct)
 			ret = direct_progress(o, moved);
 		else if (o->npreq)
 			ret = pairs_progress(o, moved);
