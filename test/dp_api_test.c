@@ -469,13 +469,15 @@ FIXTURE_SETUP(pair)
 		setenv("MLAP2P_CMA", variant->cma == 1 ? "0" : "1", 1);
 	/*
 	 * Threads share pointers; processes share registered buffers, and in
-	 * write mode with MLAP2P_CMA=1 a plain receive buffer by cross-memory
-	 * attach where the system allows it (auto takes the FIFO for these
-	 * one-way messages).  Relayed peers never get a plain buffer.
+	 * write mode with MLAP2P_CMA=1 or auto a plain send buffer by
+	 * cross-memory attach where the system allows it (auto: the
+	 * one-way MiB + 13, below MLAP2P_CMA_ONEWAY_MAX).  Relayed peers
+	 * never get a plain buffer.
 	 */
 	self->a.expectDirect = variant->threads || variant->registered ||
 			       (!variant->read && !variant->relay &&
-				variant->cma == 3 && cma_between_siblings());
+				(variant->cma == 0 || variant->cma == 3) &&
+				cma_between_siblings());
 	if (variant->relay) {
 		/* 0 on core 0 and 1 on core 8 talk through rank 2 on core 4. */
 		self->j.n = 3;
@@ -1133,16 +1135,19 @@ static int cma_body(struct job *j, int rank, struct mlap2p_comm *comm)
 	const struct cma_arg *a = j->arg;
 	unsigned long long ops, direct;
 	int other = !rank, i, ret;
-	unsigned char *buf = malloc(64 * KiB), *region = NULL, *p;
+	unsigned char *buf, *region = NULL, *p;
+	size_t max = 1;
 
+	for (i = 0; i < a->n; i++)
+		max = a->sizes[i] > max ? a->sizes[i] : max;
+	buf = malloc(max);
 	if (!buf)
 		return 100;
 	ret = rank ? mlap2p_connect_peers(comm, 1, 1, &other, 0, NULL) :
 		     mlap2p_connect_peers(comm, 1, 0, NULL, 1, &other);
 	if (ret)
 		return 101;
-	if (a->reg && rank && mlap2p_mem_alloc(comm, 64 * KiB,
-					       (void **)&region))
+	if (a->reg && rank && mlap2p_mem_alloc(comm, max, (void **)&region))
 		return 105;
 	for (i = 0; i < a->n; i++) {
 		if (rank == 0) {
@@ -1150,7 +1155,7 @@ static int cma_body(struct job *j, int rank, struct mlap2p_comm *comm)
 			ret = mlap2p_send(comm, buf, a->sizes[i], other);
 		} else {
 			p = i < a->reg ? region : buf;
-			memset(p, 0xee, 64 * KiB);
+			memset(p, 0xee, max);
 			ret = mlap2p_recv(comm, p, a->sizes[i], other);
 			if (!ret && wrong(p, a->sizes[i], i))
 				ret = -EBADMSG;
@@ -1193,24 +1198,34 @@ TEST_F_TIMEOUT(solo, cma_only_from_min_size, 60)
 }
 
 /*
- * MLAP2P_CMA=auto (the default) offers a plain receive buffer by address
- * only in an exchange: one way (rank 0 to rank 1, blocking) every 64 KiB
- * message goes through the FIFO; with MLAP2P_CMA=1 all six by cross-memory
- * attach, with 0 none.  Both ends count the same.
+ * MLAP2P_CMA=auto (the default), one way (rank 0 to rank 1, blocking): a
+ * plain send buffer from MLAP2P_CMA_MIN (8 KiB) up to below
+ * MLAP2P_CMA_ONEWAY_MAX (2 MiB) goes sender first, a larger one through
+ * the FIFO: here 8 KiB, 64 KiB + 3 and 2 MiB - 1 of the six, not
+ * 8 KiB - 1, 2 MiB or 3 MiB + 5.  MLAP2P_CMA_ONEWAY_MAX=0 leaves auto
+ * none one way, MLAP2P_CMA=1 takes all five from 8 KiB, 0 none.  Both
+ * ends count the same; none where the system refuses cross-memory
+ * attach.
  */
-TEST_F_TIMEOUT(solo, cma_auto_one_way_fifo, 90)
+TEST_F_TIMEOUT(solo, cma_auto_one_way, 90)
 {
-	struct cma_arg a = { .n = 6 };
+	struct cma_arg a = {
+		.sizes = { 8 * KiB - 1, 8 * KiB, 2 * MiB, 64 * KiB + 3,
+			   3 * MiB + 5, 2 * MiB - 1 },
+		.n = 6,
+	};
 	struct job j = { .n = 2, .cores = { 0, 4 }, .fn = cma_body,
 			 .arg = &a };
-	int can = cma_between_siblings(), i;
+	int can = cma_between_siblings();
 
-	for (i = 0; i < a.n; i++)
-		a.sizes[i] = 64 * KiB;
+	a.direct = can ? 3 : 0;
+	EXPECT_EQ(0, job_run(&j, 25));
+	setenv("MLAP2P_CMA_ONEWAY_MAX", "0", 1);
 	a.direct = 0;
 	EXPECT_EQ(0, job_run(&j, 25));
+	unsetenv("MLAP2P_CMA_ONEWAY_MAX");
 	setenv("MLAP2P_CMA", "1", 1);
-	a.direct = can ? 6 : 0;
+	a.direct = can ? 5 : 0;
 	EXPECT_EQ(0, job_run(&j, 25));
 	setenv("MLAP2P_CMA", "0", 1);
 	a.direct = 0;
@@ -1295,29 +1310,28 @@ static int xchg_body(struct job *j, int rank, struct mlap2p_comm *comm)
 }
 
 /*
- * MLAP2P_CMA=auto (the default, MLAP2P_CMA_MAX=8M): in an exchange (a
- * group) a plain send buffer of 128 KiB (DP_AUTO_MIN) up to below 8 MiB goes
- * sender first, on both links of both ranks, whichever of send and
- * receive is posted first: here the 4 of 6 sizes from 128 KiB, odd ones
- * that end mid-page and mid-step (1 MiB + 13, 3 MiB + 1, 128 KiB + 7,
- * 256 KiB - 1); 32 KiB and 40000 through the FIFO, as every smaller one.
- * MLAP2P_CMA_MAX=0 leaves auto none, MLAP2P_CMA=0 none,
- * MLAP2P_CMA=1 all six.  Where the system refuses cross-memory attach,
- * none.
+ * MLAP2P_CMA=auto (the default, MLAP2P_CMA_MAX=64M): in an exchange (a
+ * group) a plain send buffer from MLAP2P_CMA_MIN (8 KiB) up to below
+ * 64 MiB goes sender first, on both links of both ranks, whichever of
+ * send and receive is posted first: here all 6 sizes, odd ones that end
+ * mid-page and mid-step, 3 MiB + 1 above the one-way limit; 8 KiB - 1,
+ * 4097, 1 and 0 through the FIFO.  MLAP2P_CMA_MAX=0 leaves auto none in
+ * an exchange, MLAP2P_CMA=0 none, MLAP2P_CMA=1 all six.  Where the
+ * system refuses cross-memory attach, none.
  */
 TEST_F_TIMEOUT(solo, cma_auto_exchanges_agree, 150)
 {
 	struct xchg_arg a = {
-		.sizes = { 32 * KiB, 3 * MiB + 1, 128 * KiB + 7, MiB + 13,
+		.sizes = { 8 * KiB, 3 * MiB + 1, 128 * KiB + 7, MiB + 13,
 			   256 * KiB - 1, 40000 },
 		.n = 6,
 	};
-	struct xchg_arg s = { .sizes = { 32 * KiB - 1, 4097, 1, 0 }, .n = 4 };
+	struct xchg_arg s = { .sizes = { 8 * KiB - 1, 4097, 1, 0 }, .n = 4 };
 	struct job j = { .n = 2, .cores = { 0, 4 }, .fn = xchg_body };
 	int can = cma_between_siblings();
 
 	for (a.recvFirst = 0; a.recvFirst < 2; a.recvFirst++) {
-		a.direct = can ? 4 : 0;
+		a.direct = can ? 6 : 0;
 		j.arg = &a;
 		EXPECT_EQ(0, job_run(&j, 50)) TH_LOG("recvFirst %d", a.recvFirst);
 	}
@@ -1341,7 +1355,7 @@ TEST_F_TIMEOUT(solo, cma_auto_exchanges_agree, 150)
 }
 
 /*
- * From MLAP2P_CMA_MAX (here 8 MiB) auto takes the FIFO even in an exchange
+ * From MLAP2P_CMA_MAX (64 MiB; here 8 MiB) auto takes the FIFO in an exchange
  * (8 MiB, 9 MiB + 3; and one byte less goes by cross-memory attach);
  * MLAP2P_CMA=1 takes cross-memory attach for all, and MLAP2P_CMA_MAX=0
  * leaves auto none.  Every byte checked, both links of both ranks counted.
@@ -1373,19 +1387,19 @@ TEST_F_TIMEOUT(solo, cma_auto_exchanges_from_max_fifo, 180)
 /* ---- sender first (lib/proto.h) ---------------------------------------- */
 
 /*
- * MLAP2P_CMA=1: every plain send buffer of MLAP2P_CMA_MIN (32 KiB) or more
+ * MLAP2P_CMA=1: every plain send buffer of MLAP2P_CMA_MIN (8 KiB) or more
  * publishes its address with its first step and the receiver reads it
- * all.  Odd sizes around the thresholds (32 KiB, one 128 KiB step, the
- * 8 MiB streaming threshold), both directions at once, the send or the
+ * all.  Odd sizes around the thresholds (8 KiB, one 128 KiB step, 8 MiB),
+ * both directions at once, the send or the
  * receive posted first; every byte and the byte after checked; each link
- * of each rank counts a single copy for the 7 messages of 32 KiB or more
+ * of each rank counts a single copy for the 7 messages of 8 KiB or more
  * (none where the system refuses cross-memory attach), and none for the
  * smaller ones.
  */
 TEST_F_TIMEOUT(solo, sender_first_exchanges_exact, 180)
 {
 	struct xchg_arg a = {
-		.sizes = { 32 * KiB - 1, 32 * KiB, 32 * KiB + 1, 0,
+		.sizes = { 8 * KiB - 1, 8 * KiB, 8 * KiB + 1, 0,
 			   128 * KiB - 1, 128 * KiB + 1, 1, 8 * MiB - 1,
 			   8 * MiB + 3, 3 * MiB + 5, 4097 },
 		.n = 11,
@@ -1506,6 +1520,9 @@ TEST_F_TIMEOUT(solo, cma_settings_checked, 60)
 		{ "MLAP2P_CMA_MIN", "lots", -EINVAL },
 		{ "MLAP2P_CMA_MAX", "16M", 0 }, { "MLAP2P_CMA_MAX", "0", 0 },
 		{ "MLAP2P_CMA_MAX", "huge", -EINVAL },
+		{ "MLAP2P_CMA_ONEWAY_MAX", "1M", 0 },
+		{ "MLAP2P_CMA_ONEWAY_MAX", "0", 0 },
+		{ "MLAP2P_CMA_ONEWAY_MAX", "far", -EINVAL },
 		{ "MLAP2P_NT_MIN", "8M", 0 }, { "MLAP2P_NT_MIN", "0", 0 },
 		{ "MLAP2P_NT_MIN", "fast", -EINVAL },
 	};

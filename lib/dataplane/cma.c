@@ -13,15 +13,17 @@
  * address for the receiver to read with one process_vm_readv, as Open
  * MPI's vader does?  MLAP2P_CMA=1: from cmaMin on (below, the system call
  * and the handshake cost more than two copies through the FIFO).
- * MLAP2P_CMA=auto: in an exchange only (the send is posted in a group, or
- * this rank has a SIMPLE receive of cmaMin or more queued), of at least
- * DP_AUTO_MIN and below cmaMax bytes.  In an exchange both messages are
- * then published at once and each core copies the message it receives
- * once, the two directions overlapping, where the FIFO has each core copy
- * twice; one way the FIFO's two copies pipeline over both cores and won
+ * MLAP2P_CMA=auto: from cmaMin too, and below cmaMax bytes in an exchange
+ * (the send is posted in a group, or this rank has a SIMPLE receive of
+ * cmaMin or more queued), below cmaOneWayMax one way.  That is vader's
+ * own single read, so never far from vader in any placement of the two
+ * cores, where below those limits the FIFO's two copies run from 3x
+ * faster (one AMD CCX) to 2x slower (two CCDs, the Intel guest); above
+ * them the FIFO is about as fast or faster on every machine measured
  * (docs/performance.md, issue 19).  The sender decides, the receiver
- * follows the marker: the ends cannot disagree.  A region goes the offer's way: the
- * receiver's own region is then written in place, with no system call.
+ * follows the marker: the ends cannot disagree.
+ * A region goes the offer's way: the receiver's own region is then
+ * written in place, with no system call.
  */
 static int dp_exchange(const struct dp *dp)
 {
@@ -47,8 +49,9 @@ int dp_publish(void *arg, const void *buf, size_t bytes)
 
 	if (!k->cma || bytes < dp->cmaMin)
 		return 0;
-	if (dp->cmaAuto && (bytes < DP_AUTO_MIN || bytes >= dp->cmaMax ||
-			    !dp_exchange(dp)))
+	if (dp->cmaAuto &&
+	    bytes >= mlap2p_min(dp->cmaMax, dp->cmaOneWayMax) &&
+	    bytes >= (dp_exchange(dp) ? dp->cmaMax : dp->cmaOneWayMax))
 		return 0;
 	return mlap2p_region_lookup(k->dp->comm, buf, &ipc, &offset,
 				    &after) != 0;

@@ -49,9 +49,9 @@
 #define DP_LL_MAX		64UL		/* LL up to this many bytes */
 #define DP_LL128_MAX		(4UL << 10)	/* then LL128 up to this */
 #define DP_CHUNK		(128UL << 10)	/* SIMPLE bytes per step */
-#define DP_CMA_MIN		(32UL << 10)	/* cross-memory attach from */
-#define DP_CMA_MAX		(8UL << 20)	/* auto: sender first below this */
-#define DP_AUTO_MIN		(128UL << 10)	/* auto: sender first from this */
+#define DP_CMA_MIN		(8UL << 10)	/* cross-memory attach from */
+#define DP_CMA_MAX		(64UL << 20)	/* auto, exchange: sender first below */
+#define DP_CMA_ONEWAY_MAX	(2UL << 20)	/* auto, one way: sender first below */
 #define DP_NT_MIN		MLAP2P_NT_MIN_DEFAULT	/* streaming copy-out from */
 #define DP_SMALL_MAX		MLAP2P_LL128_SMALL	/* dp_small() up to this */
 #define DP_PEER_TIMEOUT_MS	5000
@@ -93,9 +93,10 @@ struct dp {
 	uint64_t llMax, ll128Max, chunk;
 	int noDirect;
 	int noCma;
-	int cmaAuto;			/* offer addresses in exchanges only */
+	int cmaAuto;			/* by size, one way or exchange */
 	uint64_t cmaMin;		/* smaller messages: the FIFO */
-	uint64_t cmaMax;		/* auto: this and larger, the FIFO */
+	uint64_t cmaMax;		/* auto, exchange: from this, the FIFO */
+	uint64_t cmaOneWayMax;		/* auto, one way: from this, the FIFO */
 	uint64_t ntMin;			/* link->ntMin */
 	int noPull;
 	long peerTimeoutMs, liveEveryMs;

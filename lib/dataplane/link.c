@@ -83,6 +83,9 @@ static int dp_params(struct dp *dp)
 	if (!ret)
 		ret = mlap2p_env_size("MLAP2P_CMA_MAX", 0, 1ULL << 40,
 				      DP_CMA_MAX, &dp->cmaMax);
+	if (!ret)
+		ret = mlap2p_env_size("MLAP2P_CMA_ONEWAY_MAX", 0, 1ULL << 40,
+				      DP_CMA_ONEWAY_MAX, &dp->cmaOneWayMax);
 	if (ret)
 		return ret;
 	ret = mlap2p_env_size("MLAP2P_NT_MIN", 0, 1ULL << 40, DP_NT_MIN,
