@@ -469,7 +469,7 @@ FIXTURE_SETUP(pair)
 		setenv("MLAP2P_CMA", variant->cma == 1 ? "0" : "1", 1);
 	/*
 	 * Threads share pointers; processes share registered buffers, and in
-	 * write mode with MLAP2P_CMA=1 or auto a plain send buffer by
+	 * write mode with MLAP2P_CMA=1 or auto plain buffers by
 	 * cross-memory attach where the system allows it (auto: the
 	 * one-way MiB + 13, below MLAP2P_CMA_ONEWAY_MAX).  Relayed peers
 	 * never get a plain buffer.
@@ -1199,25 +1199,29 @@ TEST_F_TIMEOUT(solo, cma_only_from_min_size, 60)
 
 /*
  * MLAP2P_CMA=auto (the default), one way (rank 0 to rank 1, blocking): a
- * plain send buffer from MLAP2P_CMA_MIN (8 KiB) up to below
- * MLAP2P_CMA_ONEWAY_MAX (2 MiB) goes sender first, a larger one through
- * the FIFO: here 8 KiB, 64 KiB + 3 and 2 MiB - 1 of the six, not
- * 8 KiB - 1, 2 MiB or 3 MiB + 5.  MLAP2P_CMA_ONEWAY_MAX=0 leaves auto
- * none one way, MLAP2P_CMA=1 takes all five from 8 KiB, 0 none.  Both
- * ends count the same; none where the system refuses cross-memory
- * attach.
+ * plain buffer from MLAP2P_CMA_MIN (8 KiB) up to below
+ * MLAP2P_CMA_ONEWAY_MAX (32 MiB) goes single copy, sender first if it
+ * fits one step, else written by the sender from the front and read by
+ * the receiver from the back; larger ones through the FIFO.  Here 5 of
+ * the 6 sizes, not 8 KiB - 1; with MLAP2P_CMA_ONEWAY_MAX=1M the 3 below
+ * 1 MiB (one of them split), with 0 none; MLAP2P_CMA=1 takes all five,
+ * 0 none.  Both ends count the same; none where the system refuses
+ * cross-memory attach.
  */
 TEST_F_TIMEOUT(solo, cma_auto_one_way, 90)
 {
 	struct cma_arg a = {
-		.sizes = { 8 * KiB - 1, 8 * KiB, 2 * MiB, 64 * KiB + 3,
-			   3 * MiB + 5, 2 * MiB - 1 },
+		.sizes = { 8 * KiB - 1, 8 * KiB, MiB, 64 * KiB + 3,
+			   3 * MiB + 5, MiB - 1 },
 		.n = 6,
 	};
 	struct job j = { .n = 2, .cores = { 0, 4 }, .fn = cma_body,
 			 .arg = &a };
 	int can = cma_between_siblings();
 
+	a.direct = can ? 5 : 0;
+	EXPECT_EQ(0, job_run(&j, 25));
+	setenv("MLAP2P_CMA_ONEWAY_MAX", "1M", 1);
 	a.direct = can ? 3 : 0;
 	EXPECT_EQ(0, job_run(&j, 25));
 	setenv("MLAP2P_CMA_ONEWAY_MAX", "0", 1);

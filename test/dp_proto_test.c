@@ -44,6 +44,7 @@ struct wire {
 	int stills;		/* wire_still_peer calls */
 	size_t readMax;		/* the largest of them, bytes */
 	struct mlap2p_op *withdraw;	/* revoked within the next read */
+	int takeAddr;		/* what wire_take_addr answers */
 };
 
 /* The receiver offers any buffer by its address (as to another process). */
@@ -1441,11 +1442,63 @@ TEST(sender_first_receive_ends_at_the_senders_answer)
 	free(dst);
 }
 
+static int wire_take_addr(void *arg, size_t bytes)
+{
+	const struct wire *w = arg;
+
+	(void)bytes;
+	return w->takeAddr;
+}
+
+/*
+ * The receiver offers its buffer by address; the sender's take_addr
+ * decides (MLAP2P_CMA=auto: one way and below MLAP2P_CMA_ONEWAY_MAX).
+ * 1: the sender writes steps 0-3, the receiver reads 4-8 (as in
+ * split_sender_front_receiver_back), nothing through the slots; 0:
+ * refused, all 9 steps through the slots marked ~n, nothing written or
+ * read across.  Exact both ways.
+ */
+TEST(take_addr_decides_the_split)
+{
+	const size_t bytes = MiB + 13;
+	char *src = malloc(bytes), *dst = malloc(bytes);
+	struct wire w;
+	int take;
+
+	ASSERT_NE(NULL, src);
+	ASSERT_NE(NULL, dst);
+	for (take = 1; take >= 0; take--) {
+		ASSERT_EQ(0, split_wire(&w, 0, 0));
+		w.takeAddr = take;
+		w.slink.take_addr = wire_take_addr;
+		fill(src, bytes, 70 + take);
+		memset(dst, 0, bytes);
+		ASSERT_EQ(0, exchange(&w, src, dst, bytes)) TH_LOG("take %d", take);
+		EXPECT_EQ(0, count_wrong(dst, bytes, 70 + take));
+		EXPECT_EQ((uint64_t)9, w.rconn.step);
+		if (take) {
+			EXPECT_EQ(4, w.writes);
+			EXPECT_EQ(5, w.reads);
+			EXPECT_TRUE(all_zero(w.sconn.buffs[NCCL_PROTO_SIMPLE],
+					     4 * MiB));
+		} else {
+			EXPECT_EQ(0, w.writes);
+			EXPECT_EQ(0, w.reads);
+			EXPECT_EQ(~13, w.rconn.sizesFifo[0]);	/* step 8 */
+			EXPECT_EQ(~(int)(128 * KiB), w.rconn.sizesFifo[1]);
+		}
+		wire_fini(&w);
+	}
+	free(src);
+	free(dst);
+}
+
 /*
  * A send marked noPublish (the ring collectives' steps, MLAP2P_POST_FIFO)
- * is never sender first, even where the link would publish it: it waits
- * for the receiver's offer.  One step of 128 KiB: with the mark the slot
- * says n (written into the receiver, as offered), without it the marker.
+ * is never sender first, even where the link would publish it, and
+ * takes no address the receiver offers: the slots carry it.  One step of
+ * 128 KiB: with the mark the slot says ~n (the offer refused, no write,
+ * no read), without it the marker.
  */
 TEST(no_publish_send_is_never_sender_first)
 {
@@ -1474,8 +1527,8 @@ TEST(no_publish_send_is_never_sender_first)
 		ASSERT_EQ(0, run_ops(ops, 2)) TH_LOG("noPublish %d", mark);
 		EXPECT_EQ(0, count_wrong(dst, bytes, 90 + mark));
 		if (mark) {
-			EXPECT_EQ((int)bytes, w.rconn.sizesFifo[0]);
-			EXPECT_EQ(1, w.writes);
+			EXPECT_EQ(~(int)bytes, w.rconn.sizesFifo[0]);
+			EXPECT_EQ(0, w.writes);
 			EXPECT_EQ(0, w.reads);
 		} else {
 			EXPECT_EQ(MLAP2P_SIZE_PULL, w.rconn.sizesFifo[0]);

@@ -9,21 +9,30 @@
 /* ---- single copy through the runtime ---- */
 
 /*
- * Sender first (lib/proto.h): may this send publish its plain buffer's
- * address for the receiver to read with one process_vm_readv, as Open
- * MPI's vader does?  MLAP2P_CMA=1: from cmaMin on (below, the system call
- * and the handshake cost more than two copies through the FIFO).
- * MLAP2P_CMA=auto: from cmaMin too, and below cmaMax bytes in an exchange
- * (the send is posted in a group, or this rank has a SIMPLE receive of
- * cmaMin or more queued), below cmaOneWayMax one way.  That is vader's
- * own single read, so never far from vader in any placement of the two
- * cores, where below those limits the FIFO's two copies run from 3x
- * faster (one AMD CCX) to 2x slower (two CCDs, the Intel guest); above
- * them the FIFO is about as fast or faster on every machine measured
- * (docs/performance.md, issue 19).  The sender decides, the receiver
- * follows the marker: the ends cannot disagree.
- * A region goes the offer's way: the receiver's own region is then
- * written in place, with no system call.
+ * Which way a plain buffer goes to another process.  MLAP2P_CMA=1: from
+ * cmaMin on (below, the system call and the handshake cost more than two
+ * copies through the FIFO) sender first (lib/proto.h): the send
+ * publishes its buffer's address for the receiver to read with one
+ * process_vm_readv, as Open MPI's vader does.  MLAP2P_CMA=auto, from
+ * cmaMin too:
+ *
+ * - in an exchange (the send is posted in a group, or this rank has a
+ *   SIMPLE receive of cmaMin or more queued) sender first below cmaMax:
+ *   each core reads the message it receives, the directions overlap;
+ * - one way, below cmaOneWayMax: a message of one step sender first; a
+ *   longer one the receiver offers by address (dp_describe), the sender
+ *   writes steps from the front with process_vm_writev while the
+ *   receiver reads from the back, so both cores copy it once;
+ * - larger ones through the FIFO.
+ *
+ * On the Intel guest measured this beat vader's single read one way
+ * (0.6-0.7x its time from 256 KiB to 64 MiB) and met it in exchanges,
+ * where the FIFO lost by 1.5-2x; on the AMD guest the FIFO ran from 3x
+ * faster to 2x slower than cross-memory attach by where the two vCPUs
+ * sat, which a guest cannot see (docs/performance.md, issue 19).  The
+ * sender decides and marks the message: the ends cannot disagree.  A
+ * region goes the offer's way: the receiver's own region is then written
+ * in place, with no system call.
  */
 static int dp_exchange(const struct dp *dp)
 {
@@ -49,12 +58,22 @@ int dp_publish(void *arg, const void *buf, size_t bytes)
 
 	if (!k->cma || bytes < dp->cmaMin)
 		return 0;
-	if (dp->cmaAuto &&
-	    bytes >= mlap2p_min(dp->cmaMax, dp->cmaOneWayMax) &&
-	    bytes >= (dp_exchange(dp) ? dp->cmaMax : dp->cmaOneWayMax))
+	if (dp->cmaAuto && !(dp_exchange(dp) ? bytes < dp->cmaMax :
+			     bytes <= dp->chunk && bytes < dp->cmaOneWayMax))
 		return 0;
 	return mlap2p_region_lookup(k->dp->comm, buf, &ipc, &offset,
 				    &after) != 0;
+}
+
+/* Auto: a send that did not go sender first writes an offered receive
+ * buffer one way below cmaOneWayMax (several steps: split with the
+ * receiver), else the FIFO carries it (see above). */
+int dp_take_addr(void *arg, size_t bytes)
+{
+	const struct dp *dp = ((const struct dp_link *)arg)->dp;
+
+	return !dp->cmaAuto ||
+	       (bytes < dp->cmaOneWayMax && !dp_exchange(dp));
 }
 
 int dp_describe(void *arg, const void *buf, size_t bytes,
@@ -72,12 +91,11 @@ int dp_describe(void *arg, const void *buf, size_t bytes,
 		return MLAP2P_DESCRIBE_HANDLE;
 	}
 	/* Below cmaMin the two copies through the FIFO cost less than the
-	 * system call and handshake (docs/performance.md).  Auto: a plain
-	 * send buffer is published by its sender instead (dp_publish); an
-	 * address offered here serves only a send from a region, which
-	 * would write it with process_vm_writev, and one-way that lost to
-	 * the FIFO (issue 19). */
-	if (!k->cma || k->dp->cmaAuto || bytes < k->dp->cmaMin)
+	 * system call and handshake (docs/performance.md).  Auto: only
+	 * below cmaOneWayMax, where the sender may take it (dp_take_addr);
+	 * a sender that goes sender first takes the offer back unused. */
+	if (!k->cma || bytes < k->dp->cmaMin ||
+	    (k->dp->cmaAuto && bytes >= k->dp->cmaOneWayMax))
 		return 0;
 	x->offset = (uintptr_t)buf;
 	return MLAP2P_DESCRIBE_ADDR;

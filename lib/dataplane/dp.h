@@ -51,7 +51,7 @@
 #define DP_CHUNK		(128UL << 10)	/* SIMPLE bytes per step */
 #define DP_CMA_MIN		(8UL << 10)	/* cross-memory attach from */
 #define DP_CMA_MAX		(64UL << 20)	/* auto, exchange: sender first below */
-#define DP_CMA_ONEWAY_MAX	(2UL << 20)	/* auto, one way: sender first below */
+#define DP_CMA_ONEWAY_MAX	(32UL << 20)	/* auto, one way: single copy below */
 #define DP_NT_MIN		MLAP2P_NT_MIN_DEFAULT	/* streaming copy-out from */
 #define DP_SMALL_MAX		MLAP2P_LL128_SMALL	/* dp_small() up to this */
 #define DP_PEER_TIMEOUT_MS	5000
@@ -135,6 +135,7 @@ int dp_describe(void *arg, const void *buf, size_t bytes,
 		struct mlap2p_xchg *x);
 int dp_net_reg(void *arg, const void *buf, size_t bytes);
 int dp_publish(void *arg, const void *buf, size_t bytes);
+int dp_take_addr(void *arg, size_t bytes);
 int dp_pull_peer(void *arg, uint64_t addr, void *dst, size_t bytes);
 int dp_still_peer(void *arg);
 int dp_read_peer(void *arg, uint64_t addr, void *dst, size_t bytes);

@@ -299,6 +299,11 @@ struct mlap2p_link {
 	 * reach with read_peer)?  1 yes, 0 no.  Called once per SIMPLE send
 	 * across processes in write mode, when it starts. */
 	int (*publish)(void *arg, const void *buf, size_t bytes);
+	/* The receiver offered its buffer by address: may this send write
+	 * it with write_peer (the receiver reading steps from the back
+	 * meanwhile)?  1 yes, 0 no: the slots carry this message.  NULL:
+	 * yes.  A MLAP2P_POST_FIFO send never takes an offered address. */
+	int (*take_addr)(void *arg, size_t bytes);
 	void *arg;
 
 	/* engine state that outlives one message */

@@ -314,7 +314,9 @@ static int simple_accept(struct mlap2p_op *op)
 						 __ATOMIC_ACQ_REL,
 						 __ATOMIC_ACQUIRE))
 			return MLAP2P_OP_IDLE;
-		if (link->write_peer && !(link->flags & MLAP2P_LINK_NOREMOTE)) {
+		if (link->write_peer && !(link->flags & MLAP2P_LINK_NOREMOTE) &&
+		    !op->noPublish && (!link->take_addr ||
+				       link->take_addr(link->arg, op->bytes))) {
 			op->mode = MLAP2P_MODE_REMOTE;
 			simple_split_publish(op);
 		} else {
