@@ -1647,6 +1647,50 @@ TEST(split_drain_ends_on_revoke)
 	free(dst);
 }
 
+/*
+ * A sender that gives up a split message (abort, destroy) withdraws it:
+ * the receiver fails with -ECANCELED, never delivers what it read or
+ * waits for steps that do not come: 0, withdrawn while the receiver
+ * reads; 1, before the receiver looked.  And it writes into the
+ * receiver no more, so a receiver that gives up too (both aborted)
+ * returns at once instead of waiting for an answer: 2.
+ */
+TEST(split_withdrawn_by_sender_fails_receive)
+{
+	const size_t bytes = MiB;
+	char *src = calloc(1, bytes), *dst = calloc(1, bytes);
+	struct mlap2p_op r, snd;
+	struct wire w;
+	int i;
+
+	ASSERT_NE(NULL, src);
+	ASSERT_NE(NULL, dst);
+	for (i = 0; i < 3; i++) {
+		ASSERT_EQ(0, addr_pair(&w, &r, &snd, src, dst, bytes,
+				       128 * KiB));
+		w.rlink.read_peer = wire_read_peer;
+		ASSERT_EQ(0, mlap2p_op_start(&snd));
+		ASSERT_EQ(MLAP2P_OP_MOVED, mlap2p_op_progress(&snd));
+		EXPECT_EQ(1, snd.split);
+		if (i == 0) {
+			w.withdraw = &snd;
+			EXPECT_EQ(-ECANCELED, run_one_op(&r));
+			EXPECT_EQ(NULL, w.withdraw);
+			EXPECT_LE(1, w.reads);
+		} else if (i == 1) {
+			EXPECT_EQ(1, mlap2p_simple_revoke(&snd));
+			EXPECT_EQ(-ECANCELED, run_one_op(&r));
+		} else {
+			EXPECT_EQ(1, mlap2p_simple_revoke(&snd));
+			EXPECT_EQ(1, mlap2p_simple_revoke(&r));
+		}
+		EXPECT_EQ(1, w.writes) TH_LOG("case %d", i);
+		wire_fini(&w);
+	}
+	free(src);
+	free(dst);
+}
+
 /* ---- NET: the proxy sends from the buffer (MLAP2P_LINK_NETPTR) -------- */
 
 /*

@@ -77,7 +77,14 @@
  * itself: the receiver may be reading its probe byte).  A receiver that
  * cannot read the sender's process (a one-byte probe fails before it
  * takes any step) takes none, and the sender writes them all
- * (MLAP2P_LINK_NOPULL once it is refused for good).
+ * (MLAP2P_LINK_NOPULL once it is refused for good).  A sender that gives
+ * up a split message (abort, destroy) stores x->unpublished = first + 1
+ * and a full fence, as a sender-first one does (below), and the receiver
+ * looks after each of its reads and while it waits: -ECANCELED, so it
+ * never delivers bytes the caller may have changed after the send
+ * failed.  Whether a send takes an offered address at all is decided
+ * when it starts (link->take_addr), so the choice does not depend on
+ * when the offer arrives.
  *
  * Sender first (MODE_PULL; write mode across processes).  A send whose
  * plain buffer link->publish() accepts does not wait for the receiver's
@@ -334,6 +341,7 @@ struct mlap2p_op {
 	int proto;			/* NCCL_PROTO_* */
 	int send;			/* 1 = send, 0 = receive */
 	int noPublish;			/* send: never sender first */
+	int noTake;			/* send: refuse an address offer */
 	char *tee;			/* send: also leave the payload here */
 	char *buf;
 	size_t bytes;

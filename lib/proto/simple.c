@@ -201,6 +201,11 @@ int mlap2p_simple_start(struct mlap2p_op *op)
 		op->state = SIMPLE_PUBLISH;
 		simple_publish(op);	/* now, if there is credit */
 	}
+	/* Decided now, not when the offer arrives (lib/proto.h). */
+	op->noTake = op->noPublish ||
+		     (op->send && op->mode != MLAP2P_MODE_PULL &&
+		      op->link->take_addr &&
+		      !op->link->take_addr(op->link->arg, op->bytes));
 	return 0;
 }
 
@@ -315,8 +320,7 @@ static int simple_accept(struct mlap2p_op *op)
 						 __ATOMIC_ACQUIRE))
 			return MLAP2P_OP_IDLE;
 		if (link->write_peer && !(link->flags & MLAP2P_LINK_NOREMOTE) &&
-		    !op->noPublish && (!link->take_addr ||
-				       link->take_addr(link->arg, op->bytes))) {
+		    !op->noTake) {
 			op->mode = MLAP2P_MODE_REMOTE;
 			simple_split_publish(op);
 		} else {
@@ -362,6 +366,21 @@ int mlap2p_simple_revoke(struct mlap2p_op *op)
 		__atomic_store_n(&simple_xchg(conn)->unpublished, tag,
 				 __ATOMIC_SEQ_CST);
 		mlap2p_fence(__ATOMIC_SEQ_CST);
+		return 1;
+	}
+	/* Took or refused an address: it writes there no more, so a
+	 * receiver withdrawing its offer need not wait for us; split, the
+	 * receiver must not deliver what it reads from our buffer now. */
+	if (op->proto == NCCL_PROTO_SIMPLE && op->send &&
+	    (op->mode == MLAP2P_MODE_REMOTE ||
+	     op->mode == MLAP2P_MODE_REFUSED)) {
+		x = simple_xchg(conn);
+		__atomic_store_n(&x->revokeAck, tag, __ATOMIC_RELEASE);
+		if (op->split) {
+			__atomic_store_n(&x->unpublished, tag,
+					 __ATOMIC_SEQ_CST);
+			mlap2p_fence(__ATOMIC_SEQ_CST);
+		}
 		return 1;
 	}
 	if (op->proto != NCCL_PROTO_SIMPLE || op->send || !op->offeredAddr ||
@@ -506,6 +525,16 @@ static void simple_recv_next(struct mlap2p_op *op, size_t n)
 	mlap2p_store_release(op->link->conn->head, op->step);
 }
 
+/* Receiver: has the sender withdrawn the message it published (sender
+ * first) or split? */
+static int simple_unpublished(const struct mlap2p_op *op)
+{
+	const struct mlap2p_xchg *x = simple_xchg(op->link->conn);
+
+	return __atomic_load_n(&x->unpublished, __ATOMIC_RELAXED) ==
+	       op->first + 1;
+}
+
 /*
  * Receiver of a split message: the steps from the front arrive as usual
  * (sizesFifo, *tail), the ones from the back it copies itself, and it is
@@ -549,6 +578,11 @@ static int simple_recv_split(struct mlap2p_op *op)
 					      op->buf + at,
 					      mlap2p_min(op->bytes - at,
 							 k * op->perStep));
+			/* Withdrawn meanwhile: what was read may not be the
+			 * message (lib/proto.h). */
+			mlap2p_fence(__ATOMIC_SEQ_CST);
+			if (simple_unpublished(op))
+				return -ECANCELED;
 			if (ret)
 				return ret;
 			op->left -= k;
@@ -561,8 +595,11 @@ static int simple_recv_split(struct mlap2p_op *op)
 			op->copied++;
 			return MLAP2P_OP_MOVED;
 		}
-		if (op->left || !mlap2p_has_data(link, op->first + op->steps - 1))
+		if (op->left || !mlap2p_has_data(link, op->first + op->steps - 1)) {
+			if (!moved && simple_unpublished(op))
+				return -ECANCELED;	/* never comes */
 			return moved ? MLAP2P_OP_MOVED : MLAP2P_OP_IDLE;
+		}
 		/* Every step through the slots: no single copy after all. */
 		if (op->copied == op->steps)
 			op->mode = MLAP2P_MODE_REFUSED;
@@ -571,15 +608,6 @@ static int simple_recv_split(struct mlap2p_op *op)
 		mlap2p_store_release(conn->head, op->step);
 		return MLAP2P_OP_DONE;
 	}
-}
-
-/* Receiver: has the sender withdrawn the message it published? */
-static int simple_unpublished(const struct mlap2p_op *op)
-{
-	const struct mlap2p_xchg *x = simple_xchg(op->link->conn);
-
-	return __atomic_load_n(&x->unpublished, __ATOMIC_RELAXED) ==
-	       op->first + 1;
 }
 
 /*
