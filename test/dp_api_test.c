@@ -1128,12 +1128,13 @@ struct cma_arg {
 	int n;
 	int reg;		/* the first @reg received into a region */
 	int direct;		/* single copies expected */
+	int split;		/* of them, sends both cores copied */
 };
 
 static int cma_body(struct job *j, int rank, struct mlap2p_comm *comm)
 {
 	const struct cma_arg *a = j->arg;
-	unsigned long long ops, direct;
+	unsigned long long ops, direct, split = 0;
 	int other = !rank, i, ret;
 	unsigned char *buf, *region = NULL, *p;
 	size_t max = 1;
@@ -1174,6 +1175,12 @@ static int cma_body(struct job *j, int rank, struct mlap2p_comm *comm)
 			rank, direct, ops, a->direct, a->n);
 		return 104;
 	}
+	if (rank == 0 && (t_link_splits(comm, NULL, &split) ||
+			  split != (unsigned long long)a->split)) {
+		fprintf(stderr, "# rank 0: %llu sends split, want %d\n",
+			split, a->split);
+		return 106;
+	}
 	return 0;
 }
 
@@ -1203,9 +1210,10 @@ TEST_F_TIMEOUT(solo, cma_only_from_min_size, 60)
  * MLAP2P_CMA_ONEWAY_MAX (32 MiB) goes single copy, sender first if it
  * fits one step, else written by the sender from the front and read by
  * the receiver from the back; larger ones through the FIFO.  Here 5 of
- * the 6 sizes, not 8 KiB - 1; with MLAP2P_CMA_ONEWAY_MAX=1M the 3 below
- * 1 MiB (one of them split), with 0 none; MLAP2P_CMA=1 takes all five,
- * 0 none.  Both ends count the same; none where the system refuses
+ * the 6 sizes, not 8 KiB - 1, the four of several (16 KiB) steps split
+ * (rank 0's link counts them); with MLAP2P_CMA_ONEWAY_MAX=1M the 3 below
+ * 1 MiB (two split), with 0 none; MLAP2P_CMA=1 takes all five sender first, 0
+ * none.  Both ends count the same; none where the system refuses
  * cross-memory attach.
  */
 TEST_F_TIMEOUT(solo, cma_auto_one_way, 90)
@@ -1220,15 +1228,18 @@ TEST_F_TIMEOUT(solo, cma_auto_one_way, 90)
 	int can = cma_between_siblings();
 
 	a.direct = can ? 5 : 0;
+	a.split = can ? 4 : 0;
 	EXPECT_EQ(0, job_run(&j, 25));
 	setenv("MLAP2P_CMA_ONEWAY_MAX", "1M", 1);
 	a.direct = can ? 3 : 0;
+	a.split = can ? 2 : 0;
 	EXPECT_EQ(0, job_run(&j, 25));
 	setenv("MLAP2P_CMA_ONEWAY_MAX", "0", 1);
 	a.direct = 0;
+	a.split = 0;
 	EXPECT_EQ(0, job_run(&j, 25));
 	unsetenv("MLAP2P_CMA_ONEWAY_MAX");
-	setenv("MLAP2P_CMA", "1", 1);
+	setenv("MLAP2P_CMA", "1", 1);	/* sender first for all */
 	a.direct = can ? 5 : 0;
 	EXPECT_EQ(0, job_run(&j, 25));
 	setenv("MLAP2P_CMA", "0", 1);

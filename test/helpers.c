@@ -426,8 +426,9 @@ int t_memfd_count(void)
 	return n;
 }
 
-int t_link_counts(struct mlap2p_comm *comm, const char *key,
-		  unsigned long long *ops, unsigned long long *direct)
+/* Scan "ops N single-copy M split S" of the line t_link_counts() finds. */
+static int t_link_line(struct mlap2p_comm *comm, const char *key,
+		       unsigned long long v[3])
 {
 	char out[8192] = "";
 	const char *at;
@@ -446,8 +447,32 @@ int t_link_counts(struct mlap2p_comm *comm, const char *key,
 	close(fds[0]);
 	at = got <= 0 ? NULL : key ? strstr(out, key) : out;
 	at = at ? strstr(at, " ops ") : NULL;
-	if (!at || sscanf(at, " ops %llu single-copy %llu", ops, direct) != 2)
+	if (!at || sscanf(at, " ops %llu single-copy %llu split %llu",
+			  &v[0], &v[1], &v[2]) != 3)
 		return -1;
+	return 0;
+}
+
+int t_link_counts(struct mlap2p_comm *comm, const char *key,
+		  unsigned long long *ops, unsigned long long *direct)
+{
+	unsigned long long v[3];
+
+	if (t_link_line(comm, key, v))
+		return -1;
+	*ops = v[0];
+	*direct = v[1];
+	return 0;
+}
+
+int t_link_splits(struct mlap2p_comm *comm, const char *key,
+		  unsigned long long *split)
+{
+	unsigned long long v[3];
+
+	if (t_link_line(comm, key, v))
+		return -1;
+	*split = v[2];
 	return 0;
 }
 

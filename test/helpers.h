@@ -229,5 +229,8 @@ int t_memfd_count(void);
  */
 int t_link_counts(struct mlap2p_comm *comm, const char *key,
 		  unsigned long long *ops, unsigned long long *direct);
+/* ... and its "split S": sends both cores copied (sender's link). */
+int t_link_splits(struct mlap2p_comm *comm, const char *key,
+		  unsigned long long *split);
 
 #endif /* MLAP2P_TEST_HELPERS_H */

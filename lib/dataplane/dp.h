@@ -68,6 +68,7 @@ struct dp_link {
 	int err;			/* broken: every new op fails so */
 	uint64_t ops;			/* completed, for the dump */
 	uint64_t direct;		/* of which single copy */
+	uint64_t split;			/* sends of which both cores copied */
 	int cma;			/* may offer (receive) or publish (send)
 					 * plain buffers' addresses */
 	int peerChecked;		/* write_peer: 1 pid verified, -1 not */

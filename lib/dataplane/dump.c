@@ -79,7 +79,7 @@ static void dp_dump_link(const struct dp *dp, const struct dp_link *k, int fd)
 	int n;
 
 	n = snprintf(line, sizeof(line),
-		     "mlap2p: rank %d %s %d ch %d %s%s: step %llu head %llu tail %llu ops %llu single-copy %llu",
+		     "mlap2p: rank %d %s %d ch %d %s%s: step %llu head %llu tail %llu ops %llu single-copy %llu split %llu",
 		     dp->comm->rank, k->conn->send ? "->" : "<-", k->l.peer,
 		     k->l.channel, mlap2p_conn_mode_name(k->conn->mode),
 		     k->conn->read ? "/read" : "",
@@ -87,7 +87,8 @@ static void dp_dump_link(const struct dp *dp, const struct dp_link *k, int fd)
 		     (unsigned long long)__atomic_load_n(c->head, __ATOMIC_RELAXED),
 		     (unsigned long long)__atomic_load_n(c->tail, __ATOMIC_RELAXED),
 		     (unsigned long long)k->ops,
-		     (unsigned long long)k->direct);
+		     (unsigned long long)k->direct,
+		     (unsigned long long)k->split);
 	if (n < 0 || n >= (int)sizeof(line))
 		n = sizeof(line) - 1;
 	if (op)

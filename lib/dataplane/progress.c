@@ -72,9 +72,13 @@ void dp_complete(struct dp_link *k, int status)
 	if (!k->qhead)
 		k->qtail = NULL;
 	k->ops++;
-	if (!status && op->proto == NCCL_PROTO_SIMPLE &&
-	    op->mode != MLAP2P_MODE_FIFO && op->mode != MLAP2P_MODE_REFUSED)
-		k->direct++;
+	if (!status && op->proto == NCCL_PROTO_SIMPLE) {
+		if (op->mode != MLAP2P_MODE_FIFO &&
+		    op->mode != MLAP2P_MODE_REFUSED)
+			k->direct++;
+		if (op->send && op->split)	/* only SIMPLE sets it */
+			k->split++;
+	}
 	if (status && !k->err)
 		k->err = status;
 	dp_unland(k, op, status);
