@@ -44,7 +44,7 @@ struct wire {
 	int stills;		/* wire_still_peer calls */
 	size_t readMax;		/* the largest of them, bytes */
 	struct mlap2p_op *withdraw;	/* revoked within the next read */
-	int takeAddr;		/* what wire_take_addr answers */
+	int way;		/* what wire_way answers */
 };
 
 /* The receiver offers any buffer by its address (as to another process). */
@@ -1306,7 +1306,7 @@ static int wire_publish(void *arg, const void *buf, size_t bytes)
 	(void)arg;
 	(void)buf;
 	(void)bytes;
-	return 1;
+	return MLAP2P_SEND_PULL;
 }
 
 /*
@@ -1442,23 +1442,24 @@ TEST(sender_first_receive_ends_at_the_senders_answer)
 	free(dst);
 }
 
-static int wire_take_addr(void *arg, size_t bytes)
+static int wire_way(void *arg, const void *buf, size_t bytes)
 {
 	const struct wire *w = arg;
 
+	(void)buf;
 	(void)bytes;
-	return w->takeAddr;
+	return w->way;
 }
 
 /*
- * The receiver offers its buffer by address; the sender's take_addr
- * decides (MLAP2P_CMA=auto: one way and below MLAP2P_CMA_ONEWAY_MAX).
- * 1: the sender writes steps 0-3, the receiver reads 4-8 (as in
- * split_sender_front_receiver_back), nothing through the slots; 0:
- * refused, all 9 steps through the slots marked ~n, nothing written or
- * read across.  Exact both ways.
+ * The receiver offers its buffer by address; the sender's way decides
+ * (MLAP2P_CMA=auto: one way and below MLAP2P_CMA_ONEWAY_MAX, the offer's).
+ * MLAP2P_SEND_OFFER: the sender writes steps 0-3, the receiver reads 4-8
+ * (as in split_sender_front_receiver_back), nothing through the slots;
+ * MLAP2P_SEND_FIFO: refused, all 9 steps through the slots marked ~n,
+ * nothing written or read across.  Exact both ways.
  */
-TEST(take_addr_decides_the_split)
+TEST(send_way_decides_the_split)
 {
 	const size_t bytes = MiB + 13;
 	char *src = malloc(bytes), *dst = malloc(bytes);
@@ -1469,8 +1470,8 @@ TEST(take_addr_decides_the_split)
 	ASSERT_NE(NULL, dst);
 	for (take = 1; take >= 0; take--) {
 		ASSERT_EQ(0, split_wire(&w, 0, 0));
-		w.takeAddr = take;
-		w.slink.take_addr = wire_take_addr;
+		w.way = take ? MLAP2P_SEND_OFFER : MLAP2P_SEND_FIFO;
+		w.slink.publish = wire_way;
 		fill(src, bytes, 70 + take);
 		memset(dst, 0, bytes);
 		ASSERT_EQ(0, exchange(&w, src, dst, bytes)) TH_LOG("take %d", take);

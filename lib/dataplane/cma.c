@@ -49,31 +49,33 @@ static int dp_exchange(const struct dp *dp)
 	return 0;
 }
 
-int dp_publish(void *arg, const void *buf, size_t bytes)
+/* A send buffer the receiver can read by address: not in a region. */
+static int dp_plain(struct dp_link *k, const void *buf)
 {
-	struct dp_link *k = arg;
-	const struct dp *dp = k->dp;
 	struct ncclRtIpcMemHandle ipc;
 	size_t offset, after;
 
-	if (!k->cma || bytes < dp->cmaMin)
-		return 0;
-	if (dp->cmaAuto && !(dp_exchange(dp) ? bytes < dp->cmaMax :
-			     bytes <= dp->chunk && bytes < dp->cmaOneWayMax))
-		return 0;
 	return mlap2p_region_lookup(k->dp->comm, buf, &ipc, &offset,
 				    &after) != 0;
 }
 
-/* Auto: a send that did not go sender first writes an offered receive
- * buffer one way below cmaOneWayMax (several steps: split with the
- * receiver), else the FIFO carries it (see above). */
-int dp_take_addr(void *arg, size_t bytes)
+/* link->publish: the way above, MLAP2P_SEND_*. */
+int dp_publish(void *arg, const void *buf, size_t bytes)
 {
-	const struct dp *dp = ((const struct dp_link *)arg)->dp;
+	struct dp_link *k = arg;
+	const struct dp *dp = k->dp;
 
-	return !dp->cmaAuto ||
-	       (bytes < dp->cmaOneWayMax && !dp_exchange(dp));
+	if (!k->cma || bytes < dp->cmaMin)
+		return MLAP2P_SEND_OFFER;
+	if (!dp->cmaAuto)
+		return dp_plain(k, buf) ? MLAP2P_SEND_PULL : MLAP2P_SEND_OFFER;
+	if (dp_exchange(dp))
+		return bytes < dp->cmaMax && dp_plain(k, buf) ?
+		       MLAP2P_SEND_PULL : MLAP2P_SEND_FIFO;
+	if (bytes >= dp->cmaOneWayMax)
+		return MLAP2P_SEND_FIFO;
+	return bytes <= dp->chunk && dp_plain(k, buf) ? MLAP2P_SEND_PULL :
+							 MLAP2P_SEND_OFFER;
 }
 
 int dp_describe(void *arg, const void *buf, size_t bytes,
@@ -92,7 +94,7 @@ int dp_describe(void *arg, const void *buf, size_t bytes,
 	}
 	/* Below cmaMin the two copies through the FIFO cost less than the
 	 * system call and handshake (docs/performance.md).  Auto: only
-	 * below cmaOneWayMax, where the sender may take it (dp_take_addr);
+	 * below cmaOneWayMax, where the sender may take it (dp_publish);
 	 * a sender that goes sender first takes the offer back unused. */
 	if (!k->cma || bytes < k->dp->cmaMin ||
 	    (k->dp->cmaAuto && bytes >= k->dp->cmaOneWayMax))

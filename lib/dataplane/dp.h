@@ -136,7 +136,6 @@ int dp_describe(void *arg, const void *buf, size_t bytes,
 		struct mlap2p_xchg *x);
 int dp_net_reg(void *arg, const void *buf, size_t bytes);
 int dp_publish(void *arg, const void *buf, size_t bytes);
-int dp_take_addr(void *arg, size_t bytes);
 int dp_pull_peer(void *arg, uint64_t addr, void *dst, size_t bytes);
 int dp_still_peer(void *arg);
 int dp_read_peer(void *arg, uint64_t addr, void *dst, size_t bytes);

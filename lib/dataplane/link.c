@@ -337,7 +337,6 @@ struct dp_link *dp_link_on(struct dp *dp, int ch, int peer, int send,
 	k->l.still_peer = dp_still_peer;
 	k->l.reg = dp_net_reg;
 	k->l.publish = dp_publish;
-	k->l.take_addr = dp_take_addr;
 	k->l.arg = k;
 	k->l.head = 0;
 	k->l.tail = 0;

@@ -83,8 +83,8 @@
  * looks after each of its reads and while it waits: -ECANCELED, so it
  * never delivers bytes the caller may have changed after the send
  * failed.  Whether a send takes an offered address at all is decided
- * when it starts (link->take_addr), so the choice does not depend on
- * when the offer arrives.
+ * when it starts (link->publish), so the choice does not depend on when
+ * the offer arrives.
  *
  * Sender first (MODE_PULL; write mode across processes).  A send whose
  * plain buffer link->publish() accepts does not wait for the receiver's
@@ -301,22 +301,25 @@ struct mlap2p_link {
 	 * (it lies in one region the fabric registered)?  1 yes, 0 no: the
 	 * slots carry it.  Called once per SIMPLE send, when it starts. */
 	int (*reg)(void *arg, const void *buf, size_t bytes);
-	/* Sender first: may this send publish [buf, buf+bytes) by address
-	 * for the receiver to read (a plain buffer the peer process can
-	 * reach with read_peer)?  1 yes, 0 no.  Called once per SIMPLE send
-	 * across processes in write mode, when it starts. */
+	/* Which way does this send of [buf, buf+bytes) go: MLAP2P_SEND_PULL,
+	 * sender first (a plain buffer the peer process can reach with
+	 * read_peer); MLAP2P_SEND_OFFER, the receiver's offer's way (an
+	 * address offer written with write_peer, split); MLAP2P_SEND_FIFO,
+	 * the slots even if an address is offered.  Called once per SIMPLE
+	 * send across processes in write mode, when it starts.  A
+	 * MLAP2P_POST_FIFO send never asks: the slots. */
 	int (*publish)(void *arg, const void *buf, size_t bytes);
-	/* The receiver offered its buffer by address: may this send write
-	 * it with write_peer (the receiver reading steps from the back
-	 * meanwhile)?  1 yes, 0 no: the slots carry this message.  NULL:
-	 * yes.  A MLAP2P_POST_FIFO send never takes an offered address. */
-	int (*take_addr)(void *arg, size_t bytes);
 	void *arg;
 
 	/* engine state that outlives one message */
 	uint64_t head;			/* cached *conn->head (sender) */
 	uint64_t tail;			/* cached *conn->tail (receiver) */
 };
+
+/* link->publish(). */
+#define MLAP2P_SEND_OFFER	0
+#define MLAP2P_SEND_PULL	1
+#define MLAP2P_SEND_FIFO	2
 
 /* Results of mlap2p_op_progress() besides -errno. */
 #define MLAP2P_OP_IDLE	0	/* nothing could move */

@@ -97,16 +97,19 @@ static inline int simple_provider(const struct mlap2p_op *op)
 	return !!(op->link->flags & MLAP2P_LINK_READ) == !!op->send;
 }
 
-/* Sender first (lib/proto.h): may this send publish its buffer? */
-static int simple_sender_first(const struct mlap2p_op *op)
+/* Which way this send goes (lib/proto.h): MLAP2P_SEND_*. */
+static int simple_way(const struct mlap2p_op *op)
 {
 	const struct mlap2p_link *link = op->link;
 
-	return op->send && op->bytes && !op->noPublish &&
-	       link->conn->ptrExchange && link->publish &&
-	       !(link->flags & (MLAP2P_LINK_READ | MLAP2P_LINK_SAMEPROC |
-				MLAP2P_LINK_NODIRECT | MLAP2P_LINK_NOPUBLISH)) &&
-	       link->publish(link->arg, op->buf, op->bytes) == 1;
+	if (op->noPublish)
+		return MLAP2P_SEND_FIFO;
+	if (!op->send || !op->bytes || !link->conn->ptrExchange ||
+	    !link->publish ||
+	    (link->flags & (MLAP2P_LINK_READ | MLAP2P_LINK_SAMEPROC |
+			    MLAP2P_LINK_NODIRECT | MLAP2P_LINK_NOPUBLISH)))
+		return MLAP2P_SEND_OFFER;
+	return link->publish(link->arg, op->buf, op->bytes);
 }
 
 /* Sender first: the header into the first step's slot, once it has
@@ -173,6 +176,7 @@ static int simple_pulled(struct mlap2p_op *op)
 int mlap2p_simple_start(struct mlap2p_op *op)
 {
 	struct ncclConnInfo *conn = op->link->conn;
+	int way;
 
 	op->perStep = mlap2p_proto_step_bytes(op->link, NCCL_PROTO_SIMPLE);
 	if (!op->perStep || op->perStep >= INT32_MAX ||
@@ -196,16 +200,14 @@ int mlap2p_simple_start(struct mlap2p_op *op)
 	    (op->link->flags & MLAP2P_LINK_NETPTR) && op->link->reg &&
 	    op->link->reg(op->link->arg, op->buf, op->bytes) == 1)
 		op->mode = MLAP2P_MODE_NETPTR;
-	if (simple_sender_first(op)) {
+	/* Decided now, not when an offer arrives (lib/proto.h). */
+	way = simple_way(op);
+	op->noTake = way == MLAP2P_SEND_FIFO;
+	if (way == MLAP2P_SEND_PULL) {
 		op->mode = MLAP2P_MODE_PULL;
 		op->state = SIMPLE_PUBLISH;
 		simple_publish(op);	/* now, if there is credit */
 	}
-	/* Decided now, not when the offer arrives (lib/proto.h). */
-	op->noTake = op->noPublish ||
-		     (op->send && op->mode != MLAP2P_MODE_PULL &&
-		      op->link->take_addr &&
-		      !op->link->take_addr(op->link->arg, op->bytes));
 	return 0;
 }
 
