@@ -205,16 +205,8 @@ ncclResult_t mlap2p_nccl_result(int err);
 int nc_grow(void **arr, int *cap, int need, size_t elem);
 void nc_keep_text(struct nc_comm *c, const char *text);
 ncclResult_t nc_lib_fail(struct nc_comm *c, const char *call, int err);
-struct nc_comm *nc_of(ncclComm_t comm);
 size_t nc_dtype_size(int dtype);
-int nc_enter(struct nc_comm *c);
-void nc_leave(struct nc_comm *c);
 uint64_t nc_ticket(struct nc_comm *c);
-struct nc_group;
-/* The same for the thread whose group is @g: one TLS lookup for both. */
-uint64_t nc_ticket_in(struct nc_comm *c, struct nc_group *g);
-void nc_turn_done(struct nc_comm *c, uint64_t t);
-void nc_turn_wait(struct nc_comm *c, uint64_t t);
 int nc_init_many(struct nc_comm **cs, int n);
 
 
@@ -254,6 +246,84 @@ extern __thread struct nc_group nc_grp;
 /* An error found here: text, then the ncclResult_t of @err. */
 ncclResult_t nc_fail(struct nc_comm *c, int err, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
+
+/*
+ * The steps every call takes, inline: each is its common case, with
+ * anything else (another thread's ticket, a turn to wait for, a sleeper
+ * to wake, a failed communicator) out of line in run.c.  An 8-byte
+ * all-reduce takes about 0.2 us, so a call's instructions show
+ * (docs/nccl.md, "Cost").
+ */
+static inline struct nc_comm *nc_of(ncclComm_t comm)
+{
+	struct nc_comm *c = (struct nc_comm *)(void *)comm;
+
+	return c && c->magic == NC_MAGIC ? c : NULL;
+}
+
+uint64_t nc_ticket_shared(struct nc_comm *c, struct nc_group *g);
+void nc_turn_sleep(struct nc_comm *c, uint64_t t);
+void nc_turn_wake(struct nc_comm *c);
+int nc_enter_failed(struct nc_comm *c);
+
+/* A ticket for the thread whose group is @g (one TLS lookup for both):
+ * the owner's plain increment (the top of this file), else the general
+ * rule. */
+static inline uint64_t nc_ticket_in(struct nc_comm *c, struct nc_group *g)
+{
+	uint64_t t;
+
+	if (g->tid && __atomic_load_n(&c->owner, __ATOMIC_RELAXED) == g->tid) {
+		__atomic_store_n(&c->taking, 1, __ATOMIC_RELAXED);
+		nc_fence_light(c);	/* taking, then shared */
+		if (!__atomic_load_n(&c->shared, __ATOMIC_RELAXED)) {
+			t = __atomic_load_n(&c->next, __ATOMIC_RELAXED);
+			__atomic_store_n(&c->next, t + 1, __ATOMIC_RELAXED);
+			__atomic_store_n(&c->taking, 0, __ATOMIC_RELEASE);
+			return t;
+		}
+		__atomic_store_n(&c->taking, 0, __ATOMIC_RELEASE);
+	}
+	return nc_ticket_shared(c, g);
+}
+
+/* Wait until ticket @t may run. */
+static inline void nc_turn_wait(struct nc_comm *c, uint64_t t)
+{
+	if (__atomic_load_n(&c->serving, __ATOMIC_ACQUIRE) != t)
+		nc_turn_sleep(c, t);
+}
+
+/* Ticket @t is done: the next may run. */
+static inline void nc_turn_done(struct nc_comm *c, uint64_t t)
+{
+	__atomic_store_n(&c->serving, t + 1, __ATOMIC_RELEASE);
+	nc_fence_light(c);	/* serving, then waiters: see nc_turn_sleep */
+	if (__atomic_load_n(&c->waiters, __ATOMIC_RELAXED))
+		nc_turn_wake(c);
+}
+
+/*
+ * Enter the communicator to run work, holding the turn: 0, or why not
+ * (aborted, failed).  inflight, then aborted: ncclCommAbort stores them
+ * the other way round with a heavy fence between, so either it sees us
+ * inside or we see it.
+ */
+static inline int nc_enter(struct nc_comm *c)
+{
+	__atomic_store_n(&c->inflight, 1, __ATOMIC_RELAXED);
+	nc_fence_light(c);
+	if (__atomic_load_n(&c->aborted, __ATOMIC_RELAXED) ||
+	    __atomic_load_n(&c->initErr, __ATOMIC_ACQUIRE) ||
+	    __atomic_load_n(&c->asyncErr, __ATOMIC_ACQUIRE))
+		return nc_enter_failed(c);
+	return 0;
+}
+
+static inline void nc_leave(struct nc_comm *c)
+{
+	__atomic_store_n(&c->inflight, 0, __ATOMIC_RELEASE);
+}
 /* NC_DECLS */
 
 #endif /* MLAP2P_NCCL_NC_H */

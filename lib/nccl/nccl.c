@@ -121,13 +121,6 @@ NC_EXPORT const char *pncclGetErrorString(ncclResult_t result)
 }
 NC_ALIAS(ncclGetErrorString);
 
-struct nc_comm *nc_of(ncclComm_t comm)
-{
-	struct nc_comm *c = (struct nc_comm *)(void *)comm;
-
-	return c && c->magic == NC_MAGIC ? c : NULL;
-}
-
 NC_EXPORT const char *pncclGetLastError(ncclComm_t comm)
 {
 	struct nc_comm *c = nc_of(comm);

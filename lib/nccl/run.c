@@ -70,7 +70,7 @@ void nc_fence_heavy(const struct nc_comm *c)
 /* Tickets                                                            */
 /* ------------------------------------------------------------------ */
 
-void nc_turn_wait(struct nc_comm *c, uint64_t t)
+void nc_turn_sleep(struct nc_comm *c, uint64_t t)
 {
 	int i;
 
@@ -89,15 +89,11 @@ void nc_turn_wait(struct nc_comm *c, uint64_t t)
 	pthread_mutex_unlock(&c->tlock);
 }
 
-void nc_turn_done(struct nc_comm *c, uint64_t t)
+void nc_turn_wake(struct nc_comm *c)
 {
-	__atomic_store_n(&c->serving, t + 1, __ATOMIC_RELEASE);
-	nc_fence_light(c);	/* serving, then waiters */
-	if (__atomic_load_n(&c->waiters, __ATOMIC_RELAXED)) {
-		pthread_mutex_lock(&c->tlock);
-		pthread_cond_broadcast(&c->tcond);
-		pthread_mutex_unlock(&c->tlock);
-	}
+	pthread_mutex_lock(&c->tlock);
+	pthread_cond_broadcast(&c->tcond);
+	pthread_mutex_unlock(&c->tlock);
 }
 
 /* The id of the thread whose group is @g, for the tickets' bias: never
@@ -113,42 +109,26 @@ static uint64_t nc_thread_id(struct nc_group *g)
 	return g->tid;
 }
 
-/* The owner's ticket (nc.h): 0 and @t set, or -EAGAIN once shared. */
-static int nc_ticket_owned(struct nc_comm *c, uint64_t *t)
-{
-	int ret = -EAGAIN;
-
-	__atomic_store_n(&c->taking, 1, __ATOMIC_RELAXED);
-	nc_fence_light(c);	/* taking, then shared: see nc_ticket */
-	if (!__atomic_load_n(&c->shared, __ATOMIC_RELAXED)) {
-		*t = __atomic_load_n(&c->next, __ATOMIC_RELAXED);
-		__atomic_store_n(&c->next, *t + 1, __ATOMIC_RELAXED);
-		ret = 0;
-	}
-	__atomic_store_n(&c->taking, 0, __ATOMIC_RELEASE);
-	return ret;
-}
-
 uint64_t nc_ticket(struct nc_comm *c)
 {
 	return nc_ticket_in(c, &nc_grp);
 }
 
-uint64_t nc_ticket_in(struct nc_comm *c, struct nc_group *g)
+/* Not the owner's plain increment (nc_ticket_in): the first ticket,
+ * which takes the bias, or another thread's, which ends it. */
+uint64_t nc_ticket_shared(struct nc_comm *c, struct nc_group *g)
 {
-	uint64_t me = nc_thread_id(g), own, t;
+	uint64_t me = nc_thread_id(g), own;
 
-	own = __atomic_load_n(&c->owner, __ATOMIC_RELAXED);
-	if (own == me && !nc_ticket_owned(c, &t))
-		return t;
 	if (!__atomic_load_n(&c->shared, __ATOMIC_ACQUIRE)) {
+		own = __atomic_load_n(&c->owner, __ATOMIC_RELAXED);
 		if (!own && __atomic_compare_exchange_n(&c->owner, &own, me, 0,
 							__ATOMIC_ACQ_REL,
-							__ATOMIC_RELAXED) &&
-		    !nc_ticket_owned(c, &t))
-			return t;
-		/* Another thread owns the counter: end the bias.  shared,
-		 * then taking, against the owner's taking, then shared. */
+							__ATOMIC_RELAXED))
+			return nc_ticket_in(c, g);
+		/* Another thread owns the counter, or the owner's increment
+		 * just met shared: end the bias (again).  shared, then taking,
+		 * against the owner's taking, then shared. */
 		__atomic_store_n(&c->shared, 1, __ATOMIC_RELAXED);
 		nc_fence_heavy(c);
 		while (__atomic_load_n(&c->taking, __ATOMIC_ACQUIRE))
@@ -157,32 +137,18 @@ uint64_t nc_ticket_in(struct nc_comm *c, struct nc_group *g)
 	return __atomic_fetch_add(&c->next, 1, __ATOMIC_ACQ_REL);
 }
 
-/*
- * Enter the communicator to run work, holding the turn: 0, or why not
- * (aborted, failed).  inflight, then aborted: ncclCommAbort stores them
- * the other way round with a heavy fence between, so either it sees us
- * inside or we see it.
- */
-int nc_enter(struct nc_comm *c)
+/* nc_enter() found the communicator aborted or failed: why, and out. */
+int nc_enter_failed(struct nc_comm *c)
 {
 	int err;
 
-	__atomic_store_n(&c->inflight, 1, __ATOMIC_RELAXED);
-	nc_fence_light(c);
 	if (__atomic_load_n(&c->aborted, __ATOMIC_RELAXED))
 		err = -ECANCELED;
-	else if ((err = __atomic_load_n(&c->initErr, __ATOMIC_ACQUIRE)))
-		;
-	else
+	else if (!(err = __atomic_load_n(&c->initErr, __ATOMIC_ACQUIRE)))
 		err = __atomic_load_n(&c->asyncErr, __ATOMIC_ACQUIRE);
 	if (err)
-		__atomic_store_n(&c->inflight, 0, __ATOMIC_RELEASE);
+		nc_leave(c);
 	return err;
-}
-
-void nc_leave(struct nc_comm *c)
-{
-	__atomic_store_n(&c->inflight, 0, __ATOMIC_RELEASE);
 }
 
 void nc_get(struct nc_comm *c)
@@ -293,6 +259,34 @@ static int nc_scratch(struct nc_comm *c, size_t bytes, void **out)
 	return 0;
 }
 
+/* Collective @o on @m, sending @sbuf and reducing with @op (a built-in
+ * one).  Inline, so that a caller which knows the kind calls the one
+ * function. */
+static inline __attribute__((always_inline)) int
+nc_coll_as(struct mlap2p_comm *m, const struct nc_op *o, const void *sbuf,
+	   int op)
+{
+	switch (o->kind) {
+	case NC_ALLREDUCE:
+		return mlap2p_all_reduce(m, sbuf, o->rbuf, o->count, o->dtype,
+					 op);
+	case NC_BROADCAST:
+		return mlap2p_broadcast(m, sbuf, o->rbuf, o->count, o->dtype,
+					o->root);
+	case NC_REDUCE:
+		return mlap2p_reduce(m, sbuf, o->rbuf, o->count, o->dtype, op,
+				     o->root);
+	case NC_ALLGATHER:
+		return mlap2p_all_gather(m, sbuf, o->rbuf, o->count, o->dtype);
+	case NC_REDUCESCATTER:
+		return mlap2p_reduce_scatter(m, sbuf, o->rbuf, o->count,
+					     o->dtype, op);
+	case NC_ALLTOALL:
+		return mlap2p_all_to_all(m, sbuf, o->rbuf, o->count, o->dtype);
+	}
+	return -EINVAL;
+}
+
 static int nc_coll(struct nc_comm *c, struct mlap2p_comm *m,
 		   const struct nc_op *o)
 {
@@ -322,25 +316,7 @@ static int nc_coll(struct nc_comm *c, struct mlap2p_comm *m,
 		sbuf = tmp;
 		op = ncclSum;
 	}
-	switch (o->kind) {
-	case NC_ALLREDUCE:
-		return mlap2p_all_reduce(m, sbuf, o->rbuf, o->count, o->dtype,
-					 op);
-	case NC_BROADCAST:
-		return mlap2p_broadcast(m, sbuf, o->rbuf, o->count, o->dtype,
-					o->root);
-	case NC_REDUCE:
-		return mlap2p_reduce(m, sbuf, o->rbuf, o->count, o->dtype, op,
-				     o->root);
-	case NC_ALLGATHER:
-		return mlap2p_all_gather(m, sbuf, o->rbuf, o->count, o->dtype);
-	case NC_REDUCESCATTER:
-		return mlap2p_reduce_scatter(m, sbuf, o->rbuf, o->count,
-					     o->dtype, op);
-	case NC_ALLTOALL:
-		return mlap2p_all_to_all(m, sbuf, o->rbuf, o->count, o->dtype);
-	}
-	return -EINVAL;
+	return nc_coll_as(m, o, sbuf, op);
 }
 
 /*
@@ -517,6 +493,23 @@ static int nc_ops_run(struct nc_comm *c, const struct nc_op *ops, int n)
 	return nc_p2p_post(m, ops, n, c->rank);
 }
 
+/* Work of @c failed with @err: keep its text; and, but for an argument
+ * error on the caller's own thread, the communicator is broken. */
+static __attribute__((noinline, cold)) void nc_ops_failed(struct nc_comm *c,
+							  int err, int async)
+{
+	const char *t = mlap2p_last_error();
+	char buf[NC_ERR_LEN];
+	int zero = 0;
+
+	snprintf(buf, sizeof(buf), "%s%s%s", mlap2p_strerror(err),
+		 t && *t ? ": " : "", t ? t : "");
+	nc_keep_text(c, buf);
+	if (async || mlap2p_nccl_result(err) != ncclInvalidArgument)
+		__atomic_compare_exchange_n(&c->asyncErr, &zero, err, 0,
+					    __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
+}
+
 static int nc_batch_run(struct nc_batch *b, int async)
 {
 	struct nc_comm *c = b->c;
@@ -526,26 +519,8 @@ static int nc_batch_run(struct nc_batch *b, int async)
 	err = nc_enter(c);
 	if (!err) {
 		err = nc_ops_run(c, b->ops, b->nops);
-		if (err) {
-			const char *t = mlap2p_last_error();
-			char buf[NC_ERR_LEN];
-
-			snprintf(buf, sizeof(buf), "%s%s%s",
-				 mlap2p_strerror(err), t && *t ? ": " : "",
-				 t ? t : "");
-			nc_keep_text(c, buf);
-			/* Argument errors on the caller's own thread do not
-			 * break the communicator; anything else does. */
-			if (async || mlap2p_nccl_result(err) !=
-			    ncclInvalidArgument) {
-				int zero = 0;
-
-				__atomic_compare_exchange_n(&c->asyncErr, &zero,
-							    err, 0,
-							    __ATOMIC_ACQ_REL,
-							    __ATOMIC_ACQUIRE);
-			}
-		}
+		if (err)
+			nc_ops_failed(c, err, async);
 		nc_leave(c);
 	}
 	nc_turn_done(c, b->ticket);
@@ -644,12 +619,22 @@ static const char *const nc_names[] = {
 	"ncclReduceScatter", "ncclAlltoAll", "ncclSend", "ncclRecv",
 };
 
-static ncclResult_t nc_post(ncclComm_t comm, struct nc_op *o,
-			    cudaStream_t stream)
+/* A collective whose arguments pass every check of nc_post_any(),
+ * tested cheaply: a valid type, a built-in operator, a rank for root,
+ * both buffers. */
+static inline int nc_plain(const struct nc_comm *c, const struct nc_op *o)
 {
-	struct mlap2p_stream *s = (struct mlap2p_stream *)(void *)stream;
-	struct nc_comm *c = nc_of(comm);
-	struct nc_group *g = &nc_grp;
+	return o->kind < NC_SEND && nc_dtype_size(o->dtype) &&
+	       (unsigned int)o->op < ncclNumOps &&
+	       (unsigned int)o->root < (unsigned int)c->nranks &&
+	       (!o->count || (o->sbuf && o->rbuf));
+}
+
+static __attribute__((noinline)) ncclResult_t
+nc_post_any(struct nc_comm *c, struct nc_group *g, struct nc_op op,
+	    struct mlap2p_stream *s)
+{
+	struct nc_op *o = &op;
 	const char *name = nc_names[o->kind];
 	ncclResult_t res;
 	int err;
@@ -710,6 +695,41 @@ static ncclResult_t nc_post(ncclComm_t comm, struct nc_op *o,
 	return ncclSuccess;
 }
 
+/*
+ * Post @o.  The common call (the NULL stream, no group, plain arguments)
+ * runs here, as nc_batch_run() would run it, with nothing out of line
+ * but the library's call: inline in each entry point, where the kind is
+ * a constant.  The rest is nc_post_any()'s.
+ */
+static inline __attribute__((always_inline)) ncclResult_t
+nc_post(ncclComm_t comm, const struct nc_op op, cudaStream_t stream)
+{
+	const struct nc_op *o = &op;
+	struct mlap2p_stream *s = (struct mlap2p_stream *)(void *)stream;
+	struct nc_comm *c = nc_of(comm);
+	struct nc_group *g = &nc_grp;
+	uint64_t t;
+	int err;
+
+	/* One __tls_get_addr for the call: keep its result, not the
+	 * recipe the compiler would run again after each fence. */
+	__asm__("" : "+r"(g));
+	if (!c || s || g->depth || !nc_plain(c, o))
+		return nc_post_any(c, g, op, s);
+	t = nc_ticket_in(c, g);
+	nc_turn_wait(c, t);
+	err = nc_enter(c);
+	if (!err) {
+		err = nc_coll_as(__atomic_load_n(&c->comm, __ATOMIC_ACQUIRE),
+				 o, o->sbuf, o->op);
+		if (err)
+			nc_ops_failed(c, err, 0);
+		nc_leave(c);
+	}
+	nc_turn_done(c, t);
+	return err ? mlap2p_nccl_result(err) : ncclSuccess;
+}
+
 NC_EXPORT ncclResult_t pncclAllReduce(const void *sendbuff, void *recvbuff,
 				      size_t count, ncclDataType_t datatype,
 				      ncclRedOp_t op, ncclComm_t comm,
@@ -718,7 +738,7 @@ NC_EXPORT ncclResult_t pncclAllReduce(const void *sendbuff, void *recvbuff,
 	struct nc_op o = { NC_ALLREDUCE, datatype, op, 0, sendbuff, recvbuff,
 			   count };
 
-	return nc_post(comm, &o, stream);
+	return nc_post(comm, o, stream);
 }
 NC_ALIAS(ncclAllReduce);
 
@@ -730,7 +750,7 @@ NC_EXPORT ncclResult_t pncclBroadcast(const void *sendbuff, void *recvbuff,
 	struct nc_op o = { NC_BROADCAST, datatype, 0, root, sendbuff,
 			   recvbuff, count };
 
-	return nc_post(comm, &o, stream);
+	return nc_post(comm, o, stream);
 }
 NC_ALIAS(ncclBroadcast);
 
@@ -750,7 +770,7 @@ NC_EXPORT ncclResult_t pncclReduce(const void *sendbuff, void *recvbuff,
 	struct nc_op o = { NC_REDUCE, datatype, op, root, sendbuff, recvbuff,
 			   count };
 
-	return nc_post(comm, &o, stream);
+	return nc_post(comm, o, stream);
 }
 NC_ALIAS(ncclReduce);
 
@@ -762,7 +782,7 @@ NC_EXPORT ncclResult_t pncclAllGather(const void *sendbuff, void *recvbuff,
 	struct nc_op o = { NC_ALLGATHER, datatype, 0, 0, sendbuff, recvbuff,
 			   sendcount };
 
-	return nc_post(comm, &o, stream);
+	return nc_post(comm, o, stream);
 }
 NC_ALIAS(ncclAllGather);
 
@@ -775,7 +795,7 @@ NC_EXPORT ncclResult_t pncclReduceScatter(const void *sendbuff,
 	struct nc_op o = { NC_REDUCESCATTER, datatype, op, 0, sendbuff,
 			   recvbuff, recvcount };
 
-	return nc_post(comm, &o, stream);
+	return nc_post(comm, o, stream);
 }
 NC_ALIAS(ncclReduceScatter);
 
@@ -786,7 +806,7 @@ NC_EXPORT ncclResult_t pncclAlltoAll(const void *sendbuff, void *recvbuff,
 	struct nc_op o = { NC_ALLTOALL, datatype, 0, 0, sendbuff, recvbuff,
 			   count };
 
-	return nc_post(comm, &o, stream);
+	return nc_post(comm, o, stream);
 }
 NC_ALIAS(ncclAlltoAll);
 
@@ -796,7 +816,7 @@ NC_EXPORT ncclResult_t pncclSend(const void *sendbuff, size_t count,
 {
 	struct nc_op o = { NC_SEND, datatype, 0, peer, sendbuff, NULL, count };
 
-	return nc_post(comm, &o, stream);
+	return nc_post(comm, o, stream);
 }
 NC_ALIAS(ncclSend);
 
@@ -806,6 +826,6 @@ NC_EXPORT ncclResult_t pncclRecv(void *recvbuff, size_t count,
 {
 	struct nc_op o = { NC_RECV, datatype, 0, peer, NULL, recvbuff, count };
 
-	return nc_post(comm, &o, stream);
+	return nc_post(comm, o, stream);
 }
 NC_ALIAS(ncclRecv);

@@ -187,6 +187,11 @@ static void test_comms(void)
 	NCCLEQ(ncclInvalidArgument,
 	       ncclAllReduce(buf, buf, 4, ncclFloat, ncclSum, NULL, NULL));
 	last_is(NULL, "ncclAllReduce: invalid communicator");
+	/* One the library finds, on the path a plain call takes. */
+	NCCLEQ(ncclInvalidArgument,
+	       ncclAllReduce(buf, buf + 1, 2, ncclFloat, ncclSum, comms[0],
+			     NULL));
+	last_is(comms[0], "Invalid argument: mlap2p_all_reduce: sendbuf and recvbuf overlap, other than in place");
 	/* A group with a bad call fails as a whole. */
 	NCCLCHECK(ncclGroupStart());
 	NCCLEQ(ncclInvalidArgument,
