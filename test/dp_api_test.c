@@ -315,38 +315,6 @@ struct xfer_arg {
 };
 
 /*
- * Can a process write into its sibling's memory (process_vm_writev, what
- * the data plane does with a plain receive buffer across processes)?  Yama
- * or a missing CONFIG_CROSS_MEMORY_ATTACH may say no; root may always.
- */
-static int cma_between_siblings(void)
-{
-	static volatile char target = 'a';
-	char c = 'b';
-	pid_t a, b;
-	int st = 0;
-
-	a = fork();
-	if (a == 0) {
-		pause();
-		_exit(0);
-	}
-	b = fork();
-	if (b == 0) {
-		struct iovec l = { &c, 1 }, r = { (void *)&target, 1 };
-
-		_exit(process_vm_writev(a, &l, 1, &r, 1, 0) == 1 ? 0 : 1);
-	}
-	if (a < 0 || b < 0 || waitpid(b, &st, 0) != b)
-		st = 1;
-	if (a > 0) {
-		kill(a, SIGKILL);
-		waitpid(a, NULL, 0);
-	}
-	return WIFEXITED(st) && WEXITSTATUS(st) == 0;
-}
-
-/*
  * Make cross-memory attach between the ranks impossible even for root: no
  * rank may be ptraced (not dumpable), and none keeps CAP_SYS_PTRACE, which
  * would override that.
@@ -477,7 +445,7 @@ FIXTURE_SETUP(pair)
 	self->a.expectDirect = variant->threads || variant->registered ||
 			       (!variant->read && !variant->relay &&
 				(variant->cma == 0 || variant->cma == 3) &&
-				cma_between_siblings());
+				t_cma_between_siblings());
 	if (variant->relay) {
 		/* 0 on core 0 and 1 on core 8 talk through rank 2 on core 4. */
 		self->j.n = 3;
@@ -1196,7 +1164,7 @@ TEST_F_TIMEOUT(solo, cma_only_from_min_size, 60)
 	struct job j = { .n = 2, .cores = { 0, 4 }, .fn = cma_body,
 			 .arg = &a };
 
-	a.direct = cma_between_siblings();
+	a.direct = t_cma_between_siblings();
 	setenv("MLAP2P_CMA", "1", 1);
 	setenv("MLAP2P_CMA_MIN", "64K", 1);
 	EXPECT_EQ(0, job_run(&j, 50));
@@ -1225,7 +1193,7 @@ TEST_F_TIMEOUT(solo, cma_auto_one_way, 90)
 	};
 	struct job j = { .n = 2, .cores = { 0, 4 }, .fn = cma_body,
 			 .arg = &a };
-	int can = cma_between_siblings();
+	int can = t_cma_between_siblings();
 
 	a.direct = can ? 5 : 0;
 	a.split = can ? 4 : 0;
@@ -1343,7 +1311,7 @@ TEST_F_TIMEOUT(solo, cma_auto_exchanges_agree, 150)
 	};
 	struct xchg_arg s = { .sizes = { 8 * KiB - 1, 4097, 1, 0 }, .n = 4 };
 	struct job j = { .n = 2, .cores = { 0, 4 }, .fn = xchg_body };
-	int can = cma_between_siblings();
+	int can = t_cma_between_siblings();
 
 	for (a.recvFirst = 0; a.recvFirst < 2; a.recvFirst++) {
 		a.direct = can ? 6 : 0;
@@ -1380,7 +1348,7 @@ TEST_F_TIMEOUT(solo, cma_auto_exchanges_from_max_fifo, 180)
 	struct xchg_arg a = { .sizes = { 8 * MiB, 9 * MiB + 3 }, .n = 2 };
 	struct xchg_arg b = { .sizes = { 8 * MiB - 1 }, .n = 1 };
 	struct job j = { .n = 2, .cores = { 0, 4 }, .fn = xchg_body, .arg = &a };
-	int can = cma_between_siblings();
+	int can = t_cma_between_siblings();
 
 	setenv("MLAP2P_CMA_MAX", "8M", 1);
 	a.direct = 0;
@@ -1421,7 +1389,7 @@ TEST_F_TIMEOUT(solo, sender_first_exchanges_exact, 180)
 	};
 	struct job j = { .n = 2, .cores = { 0, 4 }, .fn = xchg_body,
 			 .arg = &a };
-	int can = cma_between_siblings();
+	int can = t_cma_between_siblings();
 
 	setenv("MLAP2P_CMA", "1", 1);
 	for (a.recvFirst = 0; a.recvFirst < 2; a.recvFirst++) {
@@ -1896,7 +1864,7 @@ TEST_F_TIMEOUT(solo, sender_first_silent_sender, 120)
 {
 	struct job j = { .n = 2, .cores = { 0, 4 }, .fn = silent_sender_body };
 
-	if (!cma_between_siblings())
+	if (!t_cma_between_siblings())
 		SKIP(return, "no cross-memory attach between siblings here");
 	ASSERT_EQ(0, job_run(&j, 100));
 }

@@ -493,3 +493,75 @@ int t_net_available(void)
 	mlap2p_comm_destroy(r.comm);
 	return ok;
 }
+
+int t_cma_between_siblings(void)
+{
+	static volatile char target = 'a';
+	char c = 'b';
+	pid_t a, b;
+	int st = 0;
+
+	a = fork();
+	if (a == 0) {
+		pause();
+		_exit(0);
+	}
+	b = fork();
+	if (b == 0) {
+		struct iovec l = { &c, 1 }, r = { (void *)&target, 1 };
+
+		_exit(process_vm_writev(a, &l, 1, &r, 1, 0) == 1 ? 0 : 1);
+	}
+	if (a < 0 || b < 0 || waitpid(b, &st, 0) != b)
+		st = 1;
+	if (a > 0) {
+		kill(a, SIGKILL);
+		waitpid(a, NULL, 0);
+	}
+	return WIFEXITED(st) && WEXITSTATUS(st) == 0;
+}
+
+/* The sums over the links of @dir ("->" or "<-") of mlap2p_dump_state(). */
+int t_links_sum(struct mlap2p_comm *comm, const char *dir,
+		unsigned long long *ops, unsigned long long *direct)
+{
+	char out[16384] = "", *line, *save = NULL;
+	unsigned long long v[3];
+	ssize_t got = 0;
+	size_t len;
+	int fds[2], n = 0;
+
+	*ops = 0;
+	*direct = 0;
+	if (pipe(fds))
+		return -1;
+	if (mlap2p_dump_state(comm, fds[1])) {
+		close(fds[0]);
+		close(fds[1]);
+		return -1;
+	}
+	close(fds[1]);
+	for (len = 0; len < sizeof(out) - 1; len += (size_t)got) {
+		got = read(fds[0], out + len, sizeof(out) - 1 - len);
+		if (got <= 0)
+			break;
+	}
+	close(fds[0]);
+	if (got < 0 || len >= sizeof(out) - 1)
+		return -1;
+	for (line = strtok_r(out, "\n", &save); line;
+	     line = strtok_r(NULL, "\n", &save)) {
+		char *at = strstr(line, " ops ");
+		char key[8];
+
+		snprintf(key, sizeof(key), " %s ", dir);
+		if (!at || !strstr(line, key) ||
+		    sscanf(at, " ops %llu single-copy %llu split %llu",
+			   &v[0], &v[1], &v[2]) != 3)
+			continue;
+		*ops += v[0];
+		*direct += v[1];
+		n++;
+	}
+	return n ? 0 : -1;
+}

@@ -51,6 +51,7 @@
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/types.h>
+#include <sys/uio.h>
 #include <sys/wait.h>
 
 #include <linux/mlap2p.h>
@@ -232,5 +233,15 @@ int t_link_counts(struct mlap2p_comm *comm, const char *key,
 /* ... and its "split S": sends both cores copied (sender's link). */
 int t_link_splits(struct mlap2p_comm *comm, const char *key,
 		  unsigned long long *split);
+/* The same summed over every link of direction @dir ("->" sends, "<-"
+ * receives); -1 when there is none. */
+int t_links_sum(struct mlap2p_comm *comm, const char *dir,
+		unsigned long long *ops, unsigned long long *direct);
+/*
+ * Can a process write into its sibling's memory (process_vm_writev, what
+ * the data plane does with a plain receive buffer across processes)?  Yama
+ * or a missing CONFIG_CROSS_MEMORY_ATTACH may say no; root may always.
+ */
+int t_cma_between_siblings(void);
 
 #endif /* MLAP2P_TEST_HELPERS_H */
