@@ -728,8 +728,8 @@ static int big_body(struct job *j, int rank, struct mlap2p_comm *comm)
 	if (mlap2p_all_gather(comm, s + (size_t)rank * count / 2, r,
 			      count / 2, MLAP2P_FLOAT32) || memcmp(s, r, count * 4))
 		return 34;
-	/* Broadcast out of place from rank 1: the root's output is filled
-	 * as its sends go (mlap2p_isend_tee), with streaming stores. */
+	/* Broadcast out of place from rank 1: the root's sends fill its
+	 * output too (mlap2p_isend_tee). */
 	for (i = 0; i < count; i++)
 		s[i] = (float)((i * 5 + (size_t)rank * 11) % 4096);
 	memset(r, 0xa5, count * 4);
@@ -789,6 +789,176 @@ TEST_F_TIMEOUT(solo, all_reduce_64MiB_2_processes_cma, 240)
 	setenv("MLAP2P_CMA", "1", 1);
 	ASSERT_EQ(0, job_run(&j, 230));
 	unsetenv("MLAP2P_CMA");
+}
+
+/*
+ * ---- how ring steps go -------------------------------------------------
+ *
+ * Plain buffers across processes, MLAP2P_CMA=auto, 64 KiB units: the
+ * steps of all-gather and broadcast go as plain sends (single copy from
+ * MLAP2P_CMA_MIN), those of all-reduce, reduce-scatter and reduce through
+ * the FIFO or straight into the receiver's scratch region (send_how in
+ * lib/coll/ring.c).  The send links' single-copy counts say which; every
+ * result is checked, on 2 and 3 processes.
+ */
+#define WAY_N	(256 * 1024)	/* floats per rank: 1 MiB */
+
+enum { WAY_AG, WAY_AG_IP, WAY_BC, WAY_BC_IP, WAY_AR, WAY_RS, WAY_RD,
+	WAY_CASES };
+
+static int way_call(struct mlap2p_comm *comm, int n, int rank, int w,
+		    float *s, float *r)
+{
+	switch (w) {
+	case WAY_AG:
+		return mlap2p_all_gather(comm, s, r, WAY_N, MLAP2P_FLOAT32);
+	case WAY_AG_IP:
+		memcpy(r + (size_t)rank * WAY_N, s, WAY_N * 4);
+		return mlap2p_all_gather(comm, r + (size_t)rank * WAY_N, r,
+					 WAY_N, MLAP2P_FLOAT32);
+	case WAY_BC:
+		return mlap2p_broadcast(comm, s, r, WAY_N, MLAP2P_FLOAT32, 1);
+	case WAY_BC_IP:
+		memcpy(r, s, WAY_N * 4);
+		return mlap2p_broadcast(comm, r, r, WAY_N, MLAP2P_FLOAT32, 1);
+	case WAY_AR:
+		return mlap2p_all_reduce(comm, s, r, WAY_N, MLAP2P_FLOAT32,
+					 MLAP2P_SUM);
+	case WAY_RS:
+		return mlap2p_reduce_scatter(comm, s, r, WAY_N / (size_t)n,
+					     MLAP2P_FLOAT32, MLAP2P_SUM);
+	default:
+		return mlap2p_reduce(comm, s, r, WAY_N, MLAP2P_FLOAT32,
+				     MLAP2P_SUM, 0);
+	}
+}
+
+/* The value rank @q puts at element @i of its input. */
+static float way_in(int q, size_t i)
+{
+	return (float)((i * 13 + (size_t)q * 101) % 2048);
+}
+
+/* Element @i of every rank's input, summed (exact: small integers). */
+static float way_sum(int n, size_t i)
+{
+	float v = 0;
+	int q;
+
+	for (q = 0; q < n; q++)
+		v += way_in(q, i);
+	return v;
+}
+
+/* 0 when @r holds what case @w leaves in rank @rank's output. */
+static int way_check(int n, int rank, int w, const float *r)
+{
+	size_t i, per = WAY_N / (size_t)n;
+
+	for (i = 0; i < (size_t)n * WAY_N; i++) {
+		float want;
+
+		if (w == WAY_AG || w == WAY_AG_IP)
+			want = way_in((int)(i / WAY_N), i % WAY_N);
+		else if (i >= WAY_N)
+			return 0;
+		else if (w == WAY_BC || w == WAY_BC_IP)
+			want = way_in(1, i);
+		else if (w == WAY_RS && i >= per)
+			return 0;
+		else if (w == WAY_RS)
+			want = way_sum(n, i + (size_t)rank * per);
+		else if (w == WAY_RD && rank)
+			return 0;
+		else
+			want = way_sum(n, i);
+		if (r[i] != want) {
+			fprintf(stderr, "# rank %d case %d: [%zu] %g, want %g\n",
+				rank, w, i, r[i], want);
+			return 1;
+		}
+	}
+	return 0;
+}
+
+static int way_body(struct job *j, int rank, struct mlap2p_comm *comm)
+{
+	float *s = malloc(WAY_N * 4), *r = malloc((size_t)j->n * WAY_N * 4);
+	unsigned long long ops[2], one[2];
+	int w, ret = 0;
+	size_t i;
+
+	if (!s || !r)
+		return 50;
+	for (i = 0; i < WAY_N; i++)
+		s[i] = way_in(rank, i);
+	for (w = 0; w < WAY_CASES && !ret; w++) {
+		memset(r, 0xa5, (size_t)j->n * WAY_N * 4);
+		if (t_links_sum(comm, "->", &ops[0], &one[0]) && w)
+			ret = 51;
+		else if (way_call(comm, j->n, rank, w, s, r))
+			ret = 52;
+		else if (way_check(j->n, rank, w, r))
+			ret = 53;
+		else if (t_links_sum(comm, "->", &ops[1], &one[1]))
+			ret = 54;
+		else if (!w)
+			ops[0] = one[0] = 0;	/* no link before the first */
+		/*
+		 * An all-gather's every unit (64 KiB or less, per lane) goes
+		 * single copy: at least one per 64 KiB a rank sends, where
+		 * the FIFO would give none.  On 2 ranks the same for the
+		 * broadcast's root (rank 1), and none for rank 0, which only
+		 * receives.  A reducing ring's steps may go single copy too,
+		 * but only into the receiver's scratch region, so they are
+		 * not counted on.
+		 */
+		if (!ret && (w == WAY_AG || w == WAY_AG_IP ||
+			     (j->n == 2 && (w == WAY_BC || w == WAY_BC_IP))) &&
+		    (w <= WAY_AG_IP || rank == 1 ?
+		     one[1] - one[0] < (unsigned long long)(j->n - 1) *
+				      (WAY_N * 4 / (64 * KiB)) :
+		     one[1] != one[0])) {
+			fprintf(stderr, "# rank %d case %d: %llu of %llu sends single copy\n",
+				rank, w, one[1] - one[0], ops[1] - ops[0]);
+			ret = 55;
+		}
+	}
+	free(s);
+	free(r);
+	return ret;
+}
+
+FIXTURE(way) {
+	struct job j;
+};
+
+FIXTURE_VARIANT(way) {
+	int n;
+};
+
+FIXTURE_VARIANT_ADD(way, processes_2) { .n = 2 };
+FIXTURE_VARIANT_ADD(way, processes_3) { .n = 3 };
+
+FIXTURE_SETUP(way)
+{
+	env_defaults();
+	setenv("MLAP2P_COLL_CHUNK", "64K", 1);
+	memset(&self->j, 0, sizeof(self->j));
+	self->j.n = variant->n;
+	self->j.fn = way_body;
+}
+
+FIXTURE_TEARDOWN(way)
+{
+	unsetenv("MLAP2P_COLL_CHUNK");
+}
+
+TEST_F_TIMEOUT(way, moving_steps_go_single_copy, 120)
+{
+	if (!t_cma_between_siblings())
+		SKIP(return, "no cross-memory attach between siblings here");
+	ASSERT_EQ(0, job_run(&self->j, 110));
 }
 
 /* ---- channels: every ring carries data ------------------------------- */

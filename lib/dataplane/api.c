@@ -417,14 +417,15 @@ int mlap2p_ipost_on(struct mlap2p_comm *api, int channel, int how,
 	return dp_ipost(api, channel, how, buf, NULL, bytes, peer, req);
 }
 
-int mlap2p_isend_tee(struct mlap2p_comm *api, int channel, const void *buf,
-		     void *tee, size_t bytes, int peer,
+int mlap2p_isend_tee(struct mlap2p_comm *api, int channel, int how,
+		     const void *buf, void *tee, size_t bytes, int peer,
 		     struct mlap2p_request **req)
 {
-	if (channel < 0 || channel >= MAXCHANNELS || (!tee && bytes))
+	if (channel < 0 || channel >= MAXCHANNELS || (!tee && bytes) ||
+	    !(how & MLAP2P_POST_SEND) ||
+	    how & ~(MLAP2P_POST_SEND | MLAP2P_POST_FIFO))
 		return mlap2p_err(-EINVAL);
-	return dp_ipost(api, channel, MLAP2P_POST_SEND | MLAP2P_POST_FIFO,
-			(void *)buf, tee, bytes, peer, req);
+	return dp_ipost(api, channel, how, (void *)buf, tee, bytes, peer, req);
 }
 
 /* A request that a layer above ends itself (poll progresses it). */

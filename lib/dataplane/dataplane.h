@@ -42,7 +42,7 @@ int mlap2p_dp_nt_min(struct mlap2p_comm *api, uint64_t *bytes);
  * ordered, those on different channels are not.  -ENOTCONN when that
  * channel does not connect them.  MLAP2P_POST_FIFO: a send that is never
  * published for the receiver to read (sender first, lib/proto/proto.h):
- * the ring collectives' steps, for which the FIFO is faster
+ * the reducing ring collectives' steps, for which the FIFO is faster
  * (docs/collectives.md).
  */
 #define MLAP2P_POST_RECV	0
@@ -52,14 +52,15 @@ int mlap2p_ipost_on(struct mlap2p_comm *api, int channel, int how,
 		    void *buf, size_t bytes, int peer,
 		    struct mlap2p_request **req);
 /*
- * A send on @channel as mlap2p_ipost_on(MLAP2P_POST_SEND |
- * MLAP2P_POST_FIFO) that also copies @buf's @bytes to @tee as it goes,
- * each step from where it was just written (a broadcast root's output:
- * one read of the input for both, as NCCL's copySend).  @tee is complete
- * when the request ends successfully.
+ * A send on @channel as mlap2p_ipost_on(@how, which has MLAP2P_POST_SEND)
+ * that also copies @buf's @bytes to @tee (a broadcast root's output).
+ * Through the FIFO each step goes to @tee from where it was just written
+ * (one read of the input for both, as NCCL's copySend); sent otherwise,
+ * the whole of it as the send starts, while the receiver reads @buf.
+ * @tee is complete when the request ends successfully.
  */
-int mlap2p_isend_tee(struct mlap2p_comm *api, int channel, const void *buf,
-		     void *tee, size_t bytes, int peer,
+int mlap2p_isend_tee(struct mlap2p_comm *api, int channel, int how,
+		     const void *buf, void *tee, size_t bytes, int peer,
 		     struct mlap2p_request **req);
 /*
  * A request that a layer above progresses itself: waits and tests on it
