@@ -944,6 +944,7 @@ FIXTURE_SETUP(way)
 {
 	env_defaults();
 	setenv("MLAP2P_COLL_CHUNK", "64K", 1);
+	setenv("MLAP2P_CMA", "auto", 1);
 	memset(&self->j, 0, sizeof(self->j));
 	self->j.n = variant->n;
 	self->j.fn = way_body;
@@ -952,6 +953,7 @@ FIXTURE_SETUP(way)
 FIXTURE_TEARDOWN(way)
 {
 	unsetenv("MLAP2P_COLL_CHUNK");
+	unsetenv("MLAP2P_CMA");
 }
 
 TEST_F_TIMEOUT(way, moving_steps_go_single_copy, 120)

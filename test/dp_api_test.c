@@ -1873,15 +1873,22 @@ TEST_F_TIMEOUT(solo, sender_first_silent_sender, 120)
 
 /*
  * A channel outside [0, MLAP2P_MAXCHANNELS) or a bit of @how beyond SEND
- * and FIFO is -EINVAL before anything is posted (*req untouched); a
- * channel that does not connect the two is -ENOTCONN; channel 0 carries
- * an exact exchange.
+ * and FIFO is -EINVAL before anything is posted (*req untouched); so is,
+ * for mlap2p_isend_tee, a @how without SEND or with a bit beyond SEND,
+ * FIFO and TEE_NT, or no tee.  A channel that does not connect the two
+ * is -ENOTCONN; channel 0 carries an exact exchange.
  */
 static int ipost_body(struct job *j, int rank, struct mlap2p_comm *comm)
 {
 	static const struct { int ch, how; } bad[] = {
 		{ -1, MLAP2P_POST_SEND }, { MLAP2P_MAXCHANNELS, MLAP2P_POST_SEND },
-		{ 0, 4 }, { 0, MLAP2P_POST_SEND | 8 }, { 0, -1 },
+		{ 0, MLAP2P_POST_TEE_NT }, { 0, MLAP2P_POST_SEND | 8 },
+		{ 0, -1 },
+	};
+	static const struct { int ch, how, tee; } badTee[] = {
+		{ -1, MLAP2P_POST_SEND, 1 }, { 0, MLAP2P_POST_RECV, 1 },
+		{ 0, MLAP2P_POST_FIFO | MLAP2P_POST_TEE_NT, 1 },
+		{ 0, MLAP2P_POST_SEND | 8, 1 }, { 0, MLAP2P_POST_SEND, 0 },
 	};
 	struct mlap2p_request *r[2], *mark = (struct mlap2p_request *)&r;
 	unsigned char sb[4096], rb[4096];
@@ -1899,6 +1906,17 @@ static int ipost_body(struct job *j, int rank, struct mlap2p_comm *comm)
 			fprintf(stderr, "# channel %d how %d: %d\n", bad[i].ch,
 				bad[i].how, ret);
 			return 80 + i;
+		}
+	}
+	for (i = 0; i < sizeof(badTee) / sizeof(badTee[0]); i++) {
+		r[0] = mark;
+		ret = mlap2p_isend_tee(comm, badTee[i].ch, badTee[i].how, sb,
+				       badTee[i].tee ? rb : NULL, sizeof(sb),
+				       other, &r[0]);
+		if (ret != -EINVAL || r[0] != mark) {
+			fprintf(stderr, "# tee: channel %d how %d: %d\n",
+				badTee[i].ch, badTee[i].how, ret);
+			return 90 + i;
 		}
 	}
 	ret = mlap2p_ipost_on(comm, MLAP2P_MAXCHANNELS - 1, MLAP2P_POST_SEND,

@@ -365,7 +365,8 @@ MLAP2P_EXPORT int mlap2p_recv(struct mlap2p_comm *comm, void *buf,
 	return dp_blocking(comm, 0, buf, bytes, peer);
 }
 
-/* @how: MLAP2P_POST_SEND, MLAP2P_POST_FIFO (dataplane.h). */
+/* @how: MLAP2P_POST_SEND, MLAP2P_POST_FIFO, MLAP2P_POST_TEE_NT
+ * (dataplane.h). */
 static int dp_ipost(struct mlap2p_comm *api, int ch, int how, void *buf,
 		    void *tee, size_t bytes, int peer,
 		    struct mlap2p_request **reqp)
@@ -423,7 +424,7 @@ int mlap2p_isend_tee(struct mlap2p_comm *api, int channel, int how,
 {
 	if (channel < 0 || channel >= MAXCHANNELS || (!tee && bytes) ||
 	    !(how & MLAP2P_POST_SEND) ||
-	    how & ~(MLAP2P_POST_SEND | MLAP2P_POST_FIFO))
+	    how & ~(MLAP2P_POST_SEND | MLAP2P_POST_FIFO | MLAP2P_POST_TEE_NT))
 		return mlap2p_err(-EINVAL);
 	return dp_ipost(api, channel, how, (void *)buf, tee, bytes, peer, req);
 }

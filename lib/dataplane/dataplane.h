@@ -48,6 +48,7 @@ int mlap2p_dp_nt_min(struct mlap2p_comm *api, uint64_t *bytes);
 #define MLAP2P_POST_RECV	0
 #define MLAP2P_POST_SEND	1
 #define MLAP2P_POST_FIFO	2
+#define MLAP2P_POST_TEE_NT	4	/* mlap2p_isend_tee only */
 int mlap2p_ipost_on(struct mlap2p_comm *api, int channel, int how,
 		    void *buf, size_t bytes, int peer,
 		    struct mlap2p_request **req);
@@ -57,7 +58,9 @@ int mlap2p_ipost_on(struct mlap2p_comm *api, int channel, int how,
  * Through the FIFO each step goes to @tee from where it was just written
  * (one read of the input for both, as NCCL's copySend); sent otherwise,
  * the whole of it as the send starts, while the receiver reads @buf.
- * @tee is complete when the request ends successfully.
+ * MLAP2P_POST_TEE_NT in @how: write @tee with streaming stores (a large
+ * output the caller will not read soon).  @tee is complete when the
+ * request ends successfully.
  */
 int mlap2p_isend_tee(struct mlap2p_comm *api, int channel, int how,
 		     const void *buf, void *tee, size_t bytes, int peer,

@@ -4,6 +4,7 @@
  * checks for aborts and dead peers, and waiting.
  */
 #include "dataplane/dp.h"
+#include "proto/copy.h"
 
 /* ---- queues ---- */
 
@@ -39,7 +40,10 @@ static int dp_start(struct dp_link *k, struct mlap2p_op *op)
 	/* Only SIMPLE's steps tee as they go (lib/proto/simple.c). */
 	if (!ret && op->tee && (op->proto != NCCL_PROTO_SIMPLE ||
 				op->mode == MLAP2P_MODE_PULL)) {
-		memcpy(op->tee, op->buf, op->bytes);
+		if (op->teeNt)
+			mlap2p_copy_nt(op->tee, op->buf, op->bytes);
+		else
+			memcpy(op->tee, op->buf, op->bytes);
 		op->tee = NULL;
 	}
 	if (!ret && !op->send && op->proto == NCCL_PROTO_SIMPLE &&
@@ -215,6 +219,7 @@ int dp_post(struct dp *dp, struct mlap2p_request *req, int ch, int how,
 	op->noPublish = !!(how & MLAP2P_POST_FIFO);
 	op->buf = buf;
 	op->tee = send ? tee : NULL;
+	op->teeNt = !!(how & MLAP2P_POST_TEE_NT);
 	op->bytes = bytes;
 	op->owner = req;
 	op->next = NULL;

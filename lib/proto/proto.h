@@ -346,6 +346,7 @@ struct mlap2p_op {
 	int noPublish;			/* send: never sender first */
 	int noTake;			/* send: refuse an address offer */
 	char *tee;			/* send: also leave the payload here */
+	int teeNt;			/* tee: with streaming stores */
 	char *buf;
 	size_t bytes;
 	struct mlap2p_op *next;		/* free for the caller's queues */

@@ -77,7 +77,9 @@ static inline void simple_deliver(const struct mlap2p_op *op, void *dst,
 static inline void simple_tee(const struct mlap2p_op *op, const void *src,
 			      size_t n)
 {
-	if (op->tee)
+	if (op->tee && op->teeNt)
+		mlap2p_copy_nt(op->tee + op->off, src, n);
+	else if (op->tee)
 		simple_deliver(op, op->tee + op->off, src, n);
 }
 
