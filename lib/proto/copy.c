@@ -93,6 +93,63 @@ void mlap2p_copy_nt2(void *dst1, void *dst2, const void *src, size_t n)
 	memcpy(e, s, n);
 	_mm_sfence();
 }
+
+/* Whole 16-byte units, @d (and @e) aligned. */
+static inline void stream16(char *d, char *e, const char *s, size_t n)
+{
+	size_t k;
+
+	if (!e) {
+		for (k = 0; k < n; k += 16)
+			_mm_stream_si128((__m128i *)(d + k),
+					 _mm_loadu_si128((const __m128i *)(s + k)));
+		return;
+	}
+	for (k = 0; k < n; k += 16) {
+		__m128i a = _mm_loadu_si128((const __m128i *)(s + k));
+
+		_mm_stream_si128((__m128i *)(d + k), a);
+		_mm_stream_si128((__m128i *)(e + k), a);
+	}
+}
+
+void mlap2p_stream_block(void *dst1, void *dst2, const void *src, size_t n)
+{
+	char *d = dst1, *e = dst2;
+	const char *s = src;
+	size_t head = -(uintptr_t)d & 15, body;
+
+	if (e && ((uintptr_t)d ^ (uintptr_t)e) & 15) {
+		mlap2p_stream_block(d, NULL, s, n);
+		mlap2p_stream_block(e, NULL, s, n);
+		return;
+	}
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+	memcpy(d, s, n);	/* as in mlap2p_copy_nt */
+	if (e)
+		memcpy(e, s, n);
+#endif
+	if (head > n)
+		head = n;
+	if (head) {
+		memcpy(d, s, head);
+		if (e)
+			memcpy(e, s, head);
+	}
+	body = (n - head) & ~(size_t)15;
+	stream16(d + head, e ? e + head : NULL, s + head, body);
+	if (n - head - body) {
+		memcpy(d + head + body, s + head + body, n - head - body);
+		if (e)
+			memcpy(e + head + body, s + head + body,
+			       n - head - body);
+	}
+}
+
+void mlap2p_copy_fence(void)
+{
+	_mm_sfence();
+}
 #else
 void mlap2p_copy_nt(void *dst, const void *src, size_t n)
 {
@@ -103,5 +160,16 @@ void mlap2p_copy_nt2(void *dst1, void *dst2, const void *src, size_t n)
 {
 	memcpy(dst1, src, n);
 	memcpy(dst2, src, n);
+}
+
+void mlap2p_stream_block(void *dst1, void *dst2, const void *src, size_t n)
+{
+	memcpy(dst1, src, n);
+	if (dst2)
+		memcpy(dst2, src, n);
+}
+
+void mlap2p_copy_fence(void)
+{
 }
 #endif
