@@ -91,7 +91,8 @@ static struct nc_comm *nc_alloc(int nranks, int rank, int core,
 	c->refs = 1;
 	c->next = 1;		/* ticket 0: the init */
 	c->asym = nc_fence_asym();
-	c->shared = !c->asym;	/* no bias without the light fence */
+	/* No bias without the light fence. */
+	c->shared = c->asym ? NC_BIASED : NC_SHARED;
 	memcpy(&c->id, id, sizeof(c->id));
 	pthread_mutex_init(&c->tlock, NULL);
 	pthread_cond_init(&c->tcond, NULL);

@@ -19,9 +19,12 @@
  * biased towards it: the first thread to take one owns the counter and
  * then takes tickets with a plain increment between a light fence's
  * Dekker pair (taking against shared).  Another thread's first ticket
- * ends the bias for good: it sets shared, runs the heavy fence and waits
- * until the owner is not taking one; from then on every ticket is a
- * locked add.  Without the asymmetric fences the counter starts shared.
+ * ends the bias for good: it moves shared from NC_BIASED to NC_ENDING,
+ * runs the heavy fence, waits until the owner is not taking one, and
+ * sets NC_SHARED; from then on every ticket is a locked add, which no
+ * thread takes before NC_SHARED (during NC_ENDING the owner may still be
+ * in its plain increment).  Without the asymmetric fences the counter
+ * starts NC_SHARED.
  */
 #ifndef MLAP2P_NCCL_NC_H
 #define MLAP2P_NCCL_NC_H
@@ -37,6 +40,8 @@
 #define NC_MAGIC		0x6e63636cU	/* "nccl" */
 #define NC_MAX_PREMUL		32
 #define NC_ERR_LEN		512
+
+enum { NC_BIASED, NC_ENDING, NC_SHARED };	/* struct nc_comm's shared */
 
 enum nc_kind {
 	NC_ALLREDUCE, NC_BROADCAST, NC_REDUCE, NC_ALLGATHER,
@@ -92,7 +97,8 @@ struct nc_comm {
 	uint64_t next;			/* atomic: next ticket */
 	uint64_t owner;			/* atomic: nc_thread_id() of the bias */
 	int taking;			/* atomic: the owner is taking a ticket */
-	int shared;			/* atomic: tickets are locked adds */
+	int shared;			/* atomic: NC_BIASED, NC_ENDING or
+					 * NC_SHARED (locked adds) */
 	uint64_t serving;		/* atomic: ticket allowed to run */
 	int waiters;			/* atomic: threads asleep on tcond */
 	int aborted;			/* atomic */
@@ -276,7 +282,8 @@ static inline uint64_t nc_ticket_in(struct nc_comm *c, struct nc_group *g)
 	if (g->tid && __atomic_load_n(&c->owner, __ATOMIC_RELAXED) == g->tid) {
 		__atomic_store_n(&c->taking, 1, __ATOMIC_RELAXED);
 		nc_fence_light(c);	/* taking, then shared */
-		if (!__atomic_load_n(&c->shared, __ATOMIC_RELAXED)) {
+		if (__atomic_load_n(&c->shared, __ATOMIC_RELAXED) ==
+		    NC_BIASED) {
 			t = __atomic_load_n(&c->next, __ATOMIC_RELAXED);
 			__atomic_store_n(&c->next, t + 1, __ATOMIC_RELAXED);
 			__atomic_store_n(&c->taking, 0, __ATOMIC_RELEASE);

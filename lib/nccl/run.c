@@ -115,25 +115,35 @@ uint64_t nc_ticket(struct nc_comm *c)
 }
 
 /* Not the owner's plain increment (nc_ticket_in): the first ticket,
- * which takes the bias, or another thread's, which ends it. */
+ * which takes the bias, or any once the bias is ending or over. */
 uint64_t nc_ticket_shared(struct nc_comm *c, struct nc_group *g)
 {
 	uint64_t me = nc_thread_id(g), own;
+	int state = NC_BIASED;
 
-	if (!__atomic_load_n(&c->shared, __ATOMIC_ACQUIRE)) {
+	if (__atomic_load_n(&c->shared, __ATOMIC_ACQUIRE) == NC_BIASED) {
 		own = __atomic_load_n(&c->owner, __ATOMIC_RELAXED);
 		if (!own && __atomic_compare_exchange_n(&c->owner, &own, me, 0,
 							__ATOMIC_ACQ_REL,
 							__ATOMIC_RELAXED))
 			return nc_ticket_in(c, g);
-		/* Another thread owns the counter, or the owner's increment
-		 * just met shared: end the bias (again).  shared, then taking,
-		 * against the owner's taking, then shared. */
-		__atomic_store_n(&c->shared, 1, __ATOMIC_RELAXED);
-		nc_fence_heavy(c);
-		while (__atomic_load_n(&c->taking, __ATOMIC_ACQUIRE))
-			sched_yield();
+		/* Another thread owns the counter: end the bias, once.
+		 * shared, then taking, against the owner's taking, then
+		 * shared. */
+		if (__atomic_compare_exchange_n(&c->shared, &state, NC_ENDING,
+						0, __ATOMIC_ACQ_REL,
+						__ATOMIC_ACQUIRE)) {
+			nc_fence_heavy(c);
+			while (__atomic_load_n(&c->taking, __ATOMIC_ACQUIRE))
+				sched_yield();
+			__atomic_store_n(&c->shared, NC_SHARED,
+					 __ATOMIC_RELEASE);
+		}
 	}
+	/* Until the bias has ended, the owner may be inside a plain
+	 * increment that a locked add here would duplicate. */
+	while (__atomic_load_n(&c->shared, __ATOMIC_ACQUIRE) != NC_SHARED)
+		sched_yield();
 	return __atomic_fetch_add(&c->next, 1, __ATOMIC_ACQ_REL);
 }
 
