@@ -290,8 +290,13 @@ int direct_progress(struct cop *o, int *moved)
 			o->dnext += n;
 		}
 		*moved = 1;
-		if (o->dnext < o->dend)
+		if (o->dnext < o->dend) {
+			/* The rest of the slice may be progressed on another
+			 * thread (a non-blocking all-reduce): fence our
+			 * streaming stores here, once per step. */
+			mlap2p_copy_fence();
 			return 0;
+		}
 		/* Our stores into the peers' outputs before the words that
 		 * say they are done: the streaming ones (never fenced on
 		 * the way: a store fence per 8 KiB cost a 64 MiB all-reduce
