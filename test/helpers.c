@@ -426,13 +426,12 @@ int t_memfd_count(void)
 	return n;
 }
 
-/* Scan "ops N single-copy M split S" of the line t_link_counts() finds. */
-static int t_link_line(struct mlap2p_comm *comm, const char *key,
-		       unsigned long long v[3])
+/* The whole of mlap2p_dump_state() into @out (NUL-terminated): 0, or -1
+ * when it fails or does not fit. */
+static int t_dump_text(struct mlap2p_comm *comm, char *out, size_t size)
 {
-	char out[8192] = "";
-	const char *at;
-	ssize_t got;
+	ssize_t got = 0;
+	size_t len;
 	int fds[2];
 
 	if (pipe(fds))
@@ -443,9 +442,26 @@ static int t_link_line(struct mlap2p_comm *comm, const char *key,
 		return -1;
 	}
 	close(fds[1]);
-	got = read(fds[0], out, sizeof(out) - 1);
+	for (len = 0; len < size - 1; len += (size_t)got) {
+		got = read(fds[0], out + len, size - 1 - len);
+		if (got <= 0)
+			break;
+	}
 	close(fds[0]);
-	at = got <= 0 ? NULL : key ? strstr(out, key) : out;
+	out[len] = '\0';
+	return got < 0 || len >= size - 1 ? -1 : 0;
+}
+
+/* Scan "ops N single-copy M split S" of the line t_link_counts() finds. */
+static int t_link_line(struct mlap2p_comm *comm, const char *key,
+		       unsigned long long v[3])
+{
+	char out[16384];
+	const char *at;
+
+	if (t_dump_text(comm, out, sizeof(out)))
+		return -1;
+	at = key ? strstr(out, key) : out;
 	at = at ? strstr(at, " ops ") : NULL;
 	if (!at || sscanf(at, " ops %llu single-copy %llu split %llu",
 			  &v[0], &v[1], &v[2]) != 3)
@@ -525,36 +541,19 @@ int t_cma_between_siblings(void)
 int t_links_sum(struct mlap2p_comm *comm, const char *dir,
 		unsigned long long *ops, unsigned long long *direct)
 {
-	char out[16384] = "", *line, *save = NULL;
+	char out[16384], key[8], *line, *save = NULL;
 	unsigned long long v[3];
-	ssize_t got = 0;
-	size_t len;
-	int fds[2], n = 0;
+	int n = 0;
 
 	*ops = 0;
 	*direct = 0;
-	if (pipe(fds))
+	if (t_dump_text(comm, out, sizeof(out)))
 		return -1;
-	if (mlap2p_dump_state(comm, fds[1])) {
-		close(fds[0]);
-		close(fds[1]);
-		return -1;
-	}
-	close(fds[1]);
-	for (len = 0; len < sizeof(out) - 1; len += (size_t)got) {
-		got = read(fds[0], out + len, sizeof(out) - 1 - len);
-		if (got <= 0)
-			break;
-	}
-	close(fds[0]);
-	if (got < 0 || len >= sizeof(out) - 1)
-		return -1;
+	snprintf(key, sizeof(key), " %s ", dir);
 	for (line = strtok_r(out, "\n", &save); line;
 	     line = strtok_r(NULL, "\n", &save)) {
 		char *at = strstr(line, " ops ");
-		char key[8];
 
-		snprintf(key, sizeof(key), " %s ", dir);
 		if (!at || !strstr(line, key) ||
 		    sscanf(at, " ops %llu single-copy %llu split %llu",
 			   &v[0], &v[1], &v[2]) != 3)

@@ -53,47 +53,6 @@ void mlap2p_copy_nt(void *dst, const void *src, size_t n)
 	_mm_sfence();
 }
 
-void mlap2p_copy_nt2(void *dst1, void *dst2, const void *src, size_t n)
-{
-	char *d = dst1, *e = dst2;
-	const char *s = src;
-	size_t head = -(uintptr_t)d & 15;
-
-	if (n < 1024 || ((uintptr_t)d ^ (uintptr_t)e) & 15) {
-		mlap2p_copy_nt(dst1, src, n);
-		mlap2p_copy_nt(dst2, src, n);
-		return;
-	}
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-	memcpy(d, s, n);
-	memcpy(e, s, n);
-#endif
-	memcpy(d, s, head);
-	memcpy(e, s, head);
-	d += head;
-	e += head;
-	s += head;
-	n -= head;
-	for (; n >= 64; n -= 64, d += 64, e += 64, s += 64) {
-		__m128i a = _mm_loadu_si128((const __m128i *)s);
-		__m128i b = _mm_loadu_si128((const __m128i *)(s + 16));
-		__m128i c = _mm_loadu_si128((const __m128i *)(s + 32));
-		__m128i f = _mm_loadu_si128((const __m128i *)(s + 48));
-
-		_mm_stream_si128((__m128i *)d, a);
-		_mm_stream_si128((__m128i *)(d + 16), b);
-		_mm_stream_si128((__m128i *)(d + 32), c);
-		_mm_stream_si128((__m128i *)(d + 48), f);
-		_mm_stream_si128((__m128i *)e, a);
-		_mm_stream_si128((__m128i *)(e + 16), b);
-		_mm_stream_si128((__m128i *)(e + 32), c);
-		_mm_stream_si128((__m128i *)(e + 48), f);
-	}
-	memcpy(d, s, n);
-	memcpy(e, s, n);
-	_mm_sfence();
-}
-
 /* Whole 16-byte units, @d (and @e) aligned. */
 static inline void stream16(char *d, char *e, const char *s, size_t n)
 {
@@ -154,12 +113,6 @@ void mlap2p_copy_fence(void)
 void mlap2p_copy_nt(void *dst, const void *src, size_t n)
 {
 	memcpy(dst, src, n);
-}
-
-void mlap2p_copy_nt2(void *dst1, void *dst2, const void *src, size_t n)
-{
-	memcpy(dst1, src, n);
-	memcpy(dst2, src, n);
 }
 
 void mlap2p_stream_block(void *dst1, void *dst2, const void *src, size_t n)

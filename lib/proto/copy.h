@@ -11,8 +11,6 @@
 
 /* memcpy(dst, src, n) around the caches, ordered by a store fence. */
 void mlap2p_copy_nt(void *dst, const void *src, size_t n);
-/* The same into two destinations in one pass (the direct all-reduce). */
-void mlap2p_copy_nt2(void *dst1, void *dst2, const void *src, size_t n);
 /*
  * One small block (a few hundred bytes) into @dst1 and, unless NULL,
  * @dst2 with streaming stores and no fence: a caller that streams many
