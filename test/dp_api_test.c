@@ -22,14 +22,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
-#include <linux/capability.h>
 #include <linux/mlap2p.h>
 #include <mlap2p/coll.h>
 #include <mlap2p/dataplane.h>
@@ -314,26 +312,6 @@ struct xfer_arg {
 	int pair[2];		/* the two ranks that talk */
 };
 
-/*
- * Make cross-memory attach between the ranks impossible even for root: no
- * rank may be ptraced (not dumpable), and none keeps CAP_SYS_PTRACE, which
- * would override that.
- */
-static int refuse_cma(void)
-{
-	struct __user_cap_header_struct h = {
-		.version = _LINUX_CAPABILITY_VERSION_3,
-	};
-	struct __user_cap_data_struct d[2];
-
-	if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) ||
-	    syscall(SYS_capget, &h, d))
-		return -errno;
-	d[CAP_TO_INDEX(CAP_SYS_PTRACE)].effective &=
-		~CAP_TO_MASK(CAP_SYS_PTRACE);
-	return syscall(SYS_capset, &h, d) ? -errno : 0;
-}
-
 /* For each protocol and size, pair[0] sends to pair[1] then back. */
 static int exact_body(struct job *j, int rank, struct mlap2p_comm *comm)
 {
@@ -346,7 +324,7 @@ static int exact_body(struct job *j, int rank, struct mlap2p_comm *comm)
 
 	if (me < 0)
 		return 0;	/* a relay's host: serves, moves nothing */
-	if (a->refuse && refuse_cma())
+	if (a->refuse && t_refuse_cma())
 		return 19;
 	ret = mlap2p_connect_peers(comm, 1, 1, &other, 1, &other);
 	if (ret)
@@ -1251,7 +1229,7 @@ static int xchg_body(struct job *j, int rank, struct mlap2p_comm *comm)
 	rbuf = malloc(max + 1);
 	if (!sbuf || !rbuf)
 		return 100;
-	if (a->refuse && refuse_cma())
+	if (a->refuse && t_refuse_cma())
 		return 106;
 	if (mlap2p_connect_peers(comm, 1, 1, &other, 1, &other))
 		return 101;

@@ -6,6 +6,9 @@
 #include "helpers.h"
 #include "kselftest.h"
 
+#include <sys/prctl.h>
+#include <linux/capability.h>
+
 int t_get_info(int fd, struct mlap2p_info *info)
 {
 	KT_POISON(*info);
@@ -563,4 +566,19 @@ int t_links_sum(struct mlap2p_comm *comm, const char *dir,
 		n++;
 	}
 	return n ? 0 : -1;
+}
+
+int t_refuse_cma(void)
+{
+	struct __user_cap_header_struct h = {
+		.version = _LINUX_CAPABILITY_VERSION_3,
+	};
+	struct __user_cap_data_struct d[2];
+
+	if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) ||
+	    syscall(SYS_capget, &h, d))
+		return -errno;
+	d[CAP_TO_INDEX(CAP_SYS_PTRACE)].effective &=
+		~CAP_TO_MASK(CAP_SYS_PTRACE);
+	return syscall(SYS_capset, &h, d) ? -errno : 0;
 }

@@ -243,5 +243,11 @@ int t_links_sum(struct mlap2p_comm *comm, const char *dir,
  * or a missing CONFIG_CROSS_MEMORY_ATTACH may say no; root may always.
  */
 int t_cma_between_siblings(void);
+/*
+ * Make cross-memory attach into or out of this process impossible even
+ * for root: it may not be ptraced (not dumpable), and keeps no
+ * CAP_SYS_PTRACE, which would override that.  0 or -errno.
+ */
+int t_refuse_cma(void);
 
 #endif /* MLAP2P_TEST_HELPERS_H */

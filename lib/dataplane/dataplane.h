@@ -74,4 +74,21 @@ struct mlap2p_request *mlap2p_request_ext(struct mlap2p_comm *api,
 					  int *err);
 void mlap2p_request_ext_done(struct mlap2p_request *req, int status);
 
+/*
+ * Copying straight between this rank and @peer's memory, for a layer
+ * above that has traded addresses with it (the direct all-reduce on plain
+ * buffers).  mlap2p_peer_cma(): may it be tried?  1 when @peer is a
+ * thread of this process (a memcpy) or a process on this host and
+ * MLAP2P_CMA is not 0; else 0.  mlap2p_peer_copy(): @bytes between @buf
+ * here and @addr in @peer, into the peer (@write) or out of it, by
+ * process_vm_writev/readv with the data plane's checks that the pid still
+ * names the peer.  0, -EOPNOTSUPP (mlap2p_peer_cma() says no), -ENOTCONN
+ * (no connection to it yet), -EPERM (the kernel refuses: Yama's
+ * ptrace_scope, a process that is not dumpable), -ECONNRESET (it died),
+ * or -errno.
+ */
+int mlap2p_peer_cma(struct mlap2p_comm *api, int peer);
+int mlap2p_peer_copy(struct mlap2p_comm *api, int peer, uint64_t addr,
+		     void *buf, size_t bytes, int write);
+
 #endif /* MLAP2P_LIB_DATAPLANE_H */
