@@ -61,6 +61,10 @@ static void env_defaults(void)
 	/* Small ring chunks: many loops and partial blocks at small counts. */
 	setenv("MLAP2P_COLL_CHUNK", "4K", 1);
 	unsetenv("MLAP2P_COLL_ONESHOT_MAX");
+	/* All-reduces of plain buffers go round the ring, which the matrix
+	 * checks; the direct fixture and the solo tests that say so turn
+	 * the direct way by address on. */
+	setenv("MLAP2P_COLL_CMA_MIN", "0", 1);
 	unsetenv("NCCL_ALGO");
 	unsetenv("NCCL_PROTO");
 }
@@ -791,6 +795,17 @@ TEST_F_TIMEOUT(solo, all_reduce_64MiB_2_processes_cma, 240)
 	unsetenv("MLAP2P_CMA");
 }
 
+/* The default way for plain buffers: direct, by address. */
+TEST_F_TIMEOUT(solo, all_reduce_64MiB_2_processes_direct_cma, 240)
+{
+	struct job j = { .n = 2, .fn = big_body };
+
+	unsetenv("MLAP2P_COLL_CHUNK");
+	unsetenv("MLAP2P_COLL_CMA_MIN");
+	setenv("NCCL_BUFFSIZE", "4M", 1);
+	ASSERT_EQ(0, job_run(&j, 230));
+}
+
 /*
  * ---- how ring steps go -------------------------------------------------
  *
@@ -1237,6 +1252,16 @@ TEST_F_TIMEOUT(solo, dead_peer_fails_every_rank, 60)
 	ASSERT_EQ(0, job_run(&j, 50));
 }
 
+/* The same where the all-reduce would go direct by address. */
+TEST_F_TIMEOUT(solo, dead_peer_fails_every_rank_direct_cma, 60)
+{
+	struct job j = { .n = 4, .fn = dead_body };
+
+	unsetenv("MLAP2P_COLL_CMA_MIN");
+	setenv("MLAP2P_PEER_TIMEOUT", "1s", 1);
+	ASSERT_EQ(0, job_run(&j, 50));
+}
+
 struct aborter {
 	struct mlap2p_comm *comm;
 };
@@ -1298,24 +1323,48 @@ static const struct dcase dcases[] = {
 	{ MLAP2P_INT32, MLAP2P_AVG, 7001 },
 	{ MLAP2P_INT8, MLAP2P_PROD, 65537 },
 	{ MLAP2P_UINT64, MLAP2P_SUM, 1031 },
+	/* Several 1 MiB steps, not a whole number of blocks. */
+	{ MLAP2P_FLOAT32, MLAP2P_SUM, 1000003 },
 };
 
+#define DMAX_BYTES	(1000003 * 4 + 64)
+
+/* The direct way by address (MLAP2P_COLL_CMA_MIN 8K): */
+enum { CMA_OFF, CMA_ON, CMA_REFUSED, CMA_ENV0 };
+
 struct dmode {
-	int plain;		/* which rank's buffers are malloc'd, or -1 */
+	int plain;		/* which rank's buffers are malloc'd, -1
+				 * none, -2 all */
 	int direct;		/* MLAP2P_COLL_DIRECT */
+	int cma;		/* CMA_*: off, on, refused by the kernel
+				 * (t_refuse_cma), MLAP2P_CMA=0 */
+	int threads;
 };
+
+/* Which all-reduces go direct: regions everywhere, or (from 8 KiB, the
+ * least case) by address, which MLAP2P_CMA=0 leaves to threads. */
+static int dmode_direct(const struct dmode *m)
+{
+	if (!m->direct)
+		return 0;
+	return m->plain == -1 || m->cma == CMA_ON ||
+	       (m->cma == CMA_ENV0 && m->threads);
+}
 
 static int direct_body(struct job *j, int rank, struct mlap2p_comm *comm)
 {
 	const struct dmode *m = j->arg;
-	size_t maxb = 100003 * 4 + 64, i;
-	int n = j->n, reg = m->plain != rank, direct = m->plain < 0 && m->direct;
+	size_t maxb = DMAX_BYTES, i;
+	int n = j->n, reg = m->plain != rank && m->plain != -2;
+	int direct = dmode_direct(m);
 	int ip, in, k, r, ret;
 	unsigned char *sb, *rb, *want = malloc(maxb);
 	struct ctx c;
 	uint64_t s0, s1;
 
 	memset(&c, 0, sizeof(c));
+	if (m->cma == CMA_REFUSED && t_refuse_cma())
+		return 79;
 	for (r = 0; r < n; r++)
 		if (!(c.in[r] = malloc(maxb)))
 			return 81;
@@ -1382,8 +1431,9 @@ static int direct_body(struct job *j, int rank, struct mlap2p_comm *comm)
 				i < b ? rb[i] : 0, i < b ? want[i] : 0);
 			return 85;
 		}
-		/* Direct when both ranks' buffers are regions, else the
-		 * ring (whose lanes carry channel 1 from 8 KiB on). */
+		/* Direct as dmode_direct() says, else the ring (whose
+		 * lanes carry channel 1 from 8 KiB on).  Refused, the first
+		 * call tried and went round the ring: every result exact. */
 		if ((k || ip) && b >= 8192 && (s1 == s0) != direct) {
 			fprintf(stderr, "# rank %d: all_reduce(%zu %s): channel 1 sent %llu steps: the %s ran\n",
 				rank, b, mlap2p_dtype_name(d->dt),
@@ -1416,7 +1466,7 @@ FIXTURE(direct) {
 };
 
 FIXTURE_VARIANT(direct) {
-	int n, threads, plain, direct;
+	int n, threads, plain, direct, cma;
 };
 
 FIXTURE_VARIANT_ADD(direct, processes) { .n = 2, .threads = 0, .plain = -1, .direct = 1 };
@@ -1429,6 +1479,20 @@ FIXTURE_VARIANT_ADD(direct, threads_4) { .n = 4, .threads = 1, .plain = -1, .dir
 /* One plain rank anywhere on the ring: every rank runs the ring. */
 FIXTURE_VARIANT_ADD(direct, rank1_plain_3) { .n = 3, .threads = 0, .plain = 1, .direct = 1 };
 FIXTURE_VARIANT_ADD(direct, rank3_plain_4) { .n = 4, .threads = 1, .plain = 3, .direct = 1 };
+/* By address: plain buffers, or some plain and some regions. */
+FIXTURE_VARIANT_ADD(direct, cma_processes) { .n = 2, .threads = 0, .plain = -2, .direct = 1, .cma = CMA_ON };
+FIXTURE_VARIANT_ADD(direct, cma_threads) { .n = 2, .threads = 1, .plain = -2, .direct = 1, .cma = CMA_ON };
+FIXTURE_VARIANT_ADD(direct, cma_processes_3) { .n = 3, .threads = 0, .plain = -2, .direct = 1, .cma = CMA_ON };
+FIXTURE_VARIANT_ADD(direct, cma_threads_4) { .n = 4, .threads = 1, .plain = -2, .direct = 1, .cma = CMA_ON };
+FIXTURE_VARIANT_ADD(direct, cma_rank1_plain_3) { .n = 3, .threads = 0, .plain = 1, .direct = 1, .cma = CMA_ON };
+FIXTURE_VARIANT_ADD(direct, cma_turned_off) { .n = 2, .threads = 0, .plain = -2, .direct = 0, .cma = CMA_ON };
+/* The kernel refuses every read: the first call finds out and every call
+ * goes round the ring. */
+FIXTURE_VARIANT_ADD(direct, cma_refused) { .n = 2, .threads = 0, .plain = -2, .direct = 1, .cma = CMA_REFUSED };
+FIXTURE_VARIANT_ADD(direct, cma_refused_3) { .n = 3, .threads = 0, .plain = -2, .direct = 1, .cma = CMA_REFUSED };
+/* MLAP2P_CMA=0: processes go round the ring, threads still direct. */
+FIXTURE_VARIANT_ADD(direct, cma_env0_processes) { .n = 2, .threads = 0, .plain = -2, .direct = 1, .cma = CMA_ENV0 };
+FIXTURE_VARIANT_ADD(direct, cma_env0_threads) { .n = 2, .threads = 1, .plain = -2, .direct = 1, .cma = CMA_ENV0 };
 
 FIXTURE_SETUP(direct)
 {
@@ -1436,8 +1500,19 @@ FIXTURE_SETUP(direct)
 	setenv("MLAP2P_COLL_DIRECT", variant->direct ? "1" : "0", 1);
 	/* Both store paths: streaming from 64 KiB on. */
 	setenv("MLAP2P_NT_MIN", "64K", 1);
+	if (variant->cma != CMA_OFF)
+		setenv("MLAP2P_COLL_CMA_MIN", "8K", 1);
+	/* Direct by address: blocks of 256 KiB (DIRECT_CMA_BLOCK) that do
+	 * not divide the slices.  (Ring units that large would leave
+	 * channel 1 idle below 600 KiB, and it shows that the ring ran.) */
+	if (variant->cma == CMA_ON && variant->direct)
+		setenv("MLAP2P_COLL_CHUNK", "300K", 1);
+	if (variant->cma == CMA_ENV0)
+		setenv("MLAP2P_CMA", "0", 1);
 	self->m.plain = variant->plain;
 	self->m.direct = variant->direct;
+	self->m.cma = variant->cma;
+	self->m.threads = variant->threads;
 	memset(&self->j, 0, sizeof(self->j));
 	self->j.n = variant->n;
 	self->j.threads = variant->threads;
@@ -1449,9 +1524,10 @@ FIXTURE_TEARDOWN(direct)
 {
 	unsetenv("MLAP2P_COLL_DIRECT");
 	unsetenv("MLAP2P_NT_MIN");
+	unsetenv("MLAP2P_CMA");
 }
 
-TEST_F_TIMEOUT(direct, exact_and_taken_when_both_are_regions, 120)
+TEST_F_TIMEOUT(direct, exact_and_taken_when_it_should, 120)
 {
 	ASSERT_EQ(0, job_run(&self->j, 110));
 }
@@ -1504,7 +1580,8 @@ static int forge_body(struct job *j, int rank, struct mlap2p_comm *comm)
 		mlap2p_comm_abort(comm);
 		return GONE;
 	}
-	if (mlap2p_recv(comm, h, sizeof(h), 0) || h[2] != DIRECT_OFFER ||
+	if (mlap2p_recv(comm, h, sizeof(h), 0) ||
+	    h[2] != (DIRECT_OFFER | DIRECT_MAP) ||
 	    mlap2p_send(comm, h, sizeof(h), 0) ||
 	    mlap2p_recv(comm, &d, sizeof(d), 0))
 		return 93;

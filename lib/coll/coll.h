@@ -69,9 +69,14 @@ enum {
 #define ALGO_RING	1
 #define ALGO_ONESHOT	2
 
-/* A ring all-reduce's header message at [2]: this rank's buffers are
- * regions (direct.c); hops 1..n-2 carry the run of such ranks at [7]. */
-#define DIRECT_OFFER	0x6d6c61646972ULL	/* "mladir" */
+/* A ring all-reduce's header message at [2]: DIRECT_OFFER | the ways
+ * this rank offers to go direct (direct.c); hops 1..n-2 carry the runs
+ * of ranks that offer each way at [7] (regions low, CMA high 32 bits). */
+#define DIRECT_OFFER	0x6d6c616469720000ULL	/* "mladir" */
+#define DIRECT_WAYS	3ULL
+#define DIRECT_MAP	1	/* buffers are regions: mapped */
+#define DIRECT_CMA	2	/* plain: cross-memory attach (or a
+				 * memcpy, between threads) */
 
 #define HDR_BYTES	32	/* every first message */
 #define STAT_BYTES	64	/* preamble hops 1..n-2 */
@@ -85,6 +90,7 @@ enum {
 #define PAIRS_MAX	64	/* ranks all-to-all and one-shot take */
 #define DIRECT_CONNECT_MAX 8	/* ranks up to which the direct all-reduce
 				 * connects every pair itself (direct.c) */
+#define DEF_CMA_MIN	(64UL << 10)	/* MLAP2P_COLL_CMA_MIN (direct.c) */
 #define LANES_MAX	4	/* channels one collective's rings use */
 
 /* Per communicator (comm->coll). */
@@ -101,6 +107,10 @@ struct coll {
 	size_t chunk;			/* MLAP2P_COLL_CHUNK */
 	size_t oneshotMax;		/* MLAP2P_COLL_ONESHOT_MAX */
 	int direct;			/* MLAP2P_COLL_DIRECT */
+	size_t cmaMin;			/* MLAP2P_COLL_CMA_MIN, 0: never */
+	int cmaState;			/* 0 untried, 1 works, -1 refused */
+	uint64_t sync;			/* DIRECT_CMA between threads: the
+					 * release/acquire pairs (direct.c) */
 	uint64_t ntMin;			/* MLAP2P_NT_MIN */
 	int allPeers;			/* every pair connected */
 	char *scratch;
@@ -149,6 +159,8 @@ struct ddesc {
 	unsigned char ipcOut[MLAP2P_IPC_HANDLE_SIZE];
 	uint64_t offIn, offOut;		/* in the regions */
 	uint64_t bytes;			/* of each buffer */
+	uint64_t addrIn, addrOut;	/* in its process (DIRECT_CMA) */
+	uint64_t addrSync;		/* &its coll's sync (DIRECT_CMA) */
 };
 
 /* Per rank, for the one direct all-reduce a communicator runs at a time
@@ -160,6 +172,7 @@ struct dpeer {
 	char *out;
 	int nt;				/* streaming stores into out */
 	uint64_t fin;			/* done word: seq | errno << 32 */
+	uint64_t ok;			/* DIRECT_CMA's first: errno reading */
 };
 
 /* One collective in progress. */
@@ -188,9 +201,10 @@ struct cop {
 	int npreq;			/* preq[0 .. npreq) are in use */
 
 	/* direct (direct.c); its messages use preq */
-	int direct;			/* we offered; after direct_start(),
-					 * the direct algorithm runs */
-	int drun;			/* ranks up to us known to offer */
+	int direct;			/* the DIRECT_* ways we offered; after
+					 * direct_start(), the one that runs */
+	int drun, crun;			/* ranks up to us known to offer
+					 * DIRECT_MAP, DIRECT_CMA */
 	int dstate;
 	int derr;			/* why we could not do our slice */
 	size_t dnext, dend;		/* our slice's elements left */

@@ -1,28 +1,42 @@
 // SPDX-License-Identifier: MIT
 /*
  * Collectives: the direct all-reduce, for ranks whose buffers are all
- * regions of the runtime (mlap2p_mem_alloc).
+ * regions of the runtime (mlap2p_mem_alloc, DIRECT_MAP), or that can all
+ * reach each other's plain buffers by address (DIRECT_CMA).
  *
- * Each rank maps every other rank's input and output and reduces its own
- * slice of the elements (rank r: [count*r/n, count*(r+1)/n)) straight from
- * all n inputs into all n outputs: every input byte is read once and every
- * output byte written once, the traffic of bench/reduce1copy, where the
- * ring moves every byte through a step of its own.
+ * DIRECT_MAP: each rank maps every other rank's input and output and
+ * reduces its own slice of the elements (rank r: [count*r/n,
+ * count*(r+1)/n)) straight from all n inputs into all n outputs: every
+ * input byte is read once and every output byte written once, the traffic
+ * of bench/reduce1copy, where the ring moves every byte through a step of
+ * its own.
  *
- * The ranks agree on it in the preamble: a rank whose buffers are regions
- * says so in its header message (DIRECT_OFFER), and each later hop
- * carries the sender's run, the number of ranks up to and including it,
- * going back round the ring, known to have offered (direct_hop).  After
- * the n - 1 hops a rank's run is n exactly when every rank offered, so
- * every rank makes the same choice: direct, or the ring as it would have
- * run.  Direct, every rank sends its handles to every other (one message
- * each way per pair, all at once), maps what it gets, reduces its slice,
- * and sends every other rank an 8-byte done word: once a rank has all of
+ * DIRECT_CMA, from MLAP2P_COLL_CMA_MIN bytes when every peer is a thread
+ * of this process or a process on this host (and MLAP2P_CMA is not 0):
+ * the same slices, the peers' inputs read and their outputs written a
+ * block at a time by process_vm_readv/writev (between threads, memcpy),
+ * so each byte is copied once by the kernel where the FIFO ring copies it
+ * twice and reduces from its copy (docs/collectives.md has the figures).
+ * The first time on a communicator every rank tries a read of every other
+ * and they trade what they got (cma_probe): if the kernel refused any,
+ * every rank runs this all-reduce, and the communicator's later ones,
+ * round the ring.
+ *
+ * The ranks agree on the way in the preamble: a rank says in its header
+ * message which ways it offers (DIRECT_OFFER | DIRECT_MAP | DIRECT_CMA),
+ * and each later hop carries the sender's runs, for each way the number
+ * of ranks up to and including it, going back round the ring, known to
+ * have offered it (direct_hop).  After the n - 1 hops a rank's run is n
+ * exactly when every rank offered, so every rank makes the same choice:
+ * regions, addresses, or the ring as it would have run.  Direct, every
+ * rank sends its handles and addresses to every other (one message each
+ * way per pair, all at once), maps what it gets, reduces its slice, and
+ * sends every other rank an 8-byte done word: once a rank has all of
  * them, nobody reads its input or writes its output any more, and it
- * returns.  A rank that cannot map what it got still sends its done
- * words, with its errno in them, and waits for the others' before it
- * returns the error: the others have mapped its buffers by then, and fail
- * too once they see the word.
+ * returns.  A rank that cannot map what it got (or whose copy fails, a
+ * peer that died) still sends its done words, with its errno in them,
+ * and waits for the others' before it returns the error: the others have
+ * mapped its buffers by then, and fail too once they see the word.
  *
  * Pair connections cost every rank a FIFO per peer, so above
  * DIRECT_CONNECT_MAX ranks only a communicator that has them already
@@ -43,8 +57,16 @@
  * in 512-byte blocks against 5.2-5.9 in 8 KiB ones (docs/collectives.md).
  */
 #define DIRECT_BLOCK_NT	512UL
+/*
+ * DIRECT_CMA: bytes per cross-memory attach call (at most a chunk, the
+ * scratch each of U and V has).  2 ranks, Intel Xeon guest, 2026-12-05,
+ * in place: 16 MiB 1.35-1.40 ms in 128 KiB to 512 KiB pieces, 2.8 ms in
+ * 1 MiB ones (docs/collectives.md).
+ */
+#define DIRECT_CMA_BLOCK (256UL << 10)
 
-/* Are @o's buffers regions the peers can map?  Fills our c->dx entry. */
+/* Are @o's buffers regions the peers can map (DIRECT_MAP)?  Can they
+ * reach them by address (DIRECT_CMA)?  Fills our c->dx entry. */
 int direct_offer(struct cop *o)
 {
 	struct coll *c = o->c;
@@ -52,40 +74,62 @@ int direct_offer(struct cop *o)
 	size_t bytes = o->count * o->es, after;
 	struct ncclRtIpcMemHandle ipc;
 	size_t off;
+	int ways = 0;
 
 	if (!c->direct || !c->dx || o->kind != K_ALL_REDUCE ||
 	    o->algo != ALGO_RING || !bytes ||
 	    (c->n > DIRECT_CONNECT_MAX && !c->allPeers))
 		return 0;
 	d = &c->dx[c->rank].d;
+	d->bytes = bytes;
+	d->addrIn = (uintptr_t)o->in;
+	d->addrOut = (uintptr_t)o->out;
+	d->addrSync = (uintptr_t)&c->sync;
+	if (c->cmaState >= 0 && c->cmaMin && bytes >= c->cmaMin)
+		ways = DIRECT_CMA;
 	_Static_assert(sizeof(ipc) == sizeof(d->ipcIn), "handle size");
 	if (mlap2p_region_lookup(c->comm, o->in, &ipc, &off, &after) ||
 	    after < bytes)
-		return 0;
+		return ways;
 	memcpy(d->ipcIn, &ipc, sizeof(ipc));
 	d->offIn = off;
 	if (mlap2p_region_lookup(c->comm, o->out, &ipc, &off, &after) ||
 	    after < bytes)
-		return 0;
+		return ways;
 	memcpy(d->ipcOut, &ipc, sizeof(ipc));
 	d->offOut = off;
-	d->bytes = bytes;
-	return 1;
+	return ways | DIRECT_MAP;
 }
 
-/* A preamble hop's message from prev is in o->rmsg: our run after it. */
+/* Our run of one way, after prev's (@prev) and our own offer. */
+static int direct_run(int offered, uint64_t prev, uint64_t n)
+{
+	return offered ? (int)(prev < n ? prev + 1 : n) : 0;
+}
+
+/* A preamble hop's message from prev is in o->rmsg: our runs after it. */
 void direct_hop(struct cop *o)
 {
-	uint64_t prev = o->hop ? o->rmsg[7] : o->rmsg[2] == DIRECT_OFFER;
-	uint64_t n = (uint64_t)o->c->n;
+	uint64_t n = (uint64_t)o->c->n, m, x = o->rmsg[2], ways;
 
-	o->drun = o->direct ? (int)(prev < n ? prev + 1 : n) : 0;
+	if (o->hop) {
+		m = (uint32_t)o->rmsg[7];
+		x = o->rmsg[7] >> 32;
+	} else {
+		ways = (x & ~DIRECT_WAYS) == DIRECT_OFFER ? x & DIRECT_WAYS : 0;
+		m = !!(ways & DIRECT_MAP);
+		x = !!(ways & DIRECT_CMA);
+	}
+	o->drun = direct_run(o->direct & DIRECT_MAP, m, n);
+	o->crun = direct_run(o->direct & DIRECT_CMA, x, n);
 }
 
-/* After the preamble: did every rank offer? */
+/* After the preamble: the way every rank offered (regions first), or 0. */
 int direct_all(const struct cop *o)
 {
-	return o->direct && o->drun == o->c->n;
+	if (o->drun == o->c->n)
+		return DIRECT_MAP;
+	return o->crun == o->c->n ? DIRECT_CMA : 0;
 }
 
 /* The swap's requests: 1 all ended (npreq is 0 again), 0 not yet,
@@ -124,16 +168,71 @@ static int direct_swap(struct cop *o, size_t at, size_t len)
 	return 0;
 }
 
+/*
+ * DIRECT_CMA between threads of one process: the messages that order a
+ * rank's accesses to another's buffers (handles, done words) travel in
+ * LL lines, whose flag loads and stores are relaxed, so each also gets a
+ * release/acquire pair, as every other hand-off between threads in the
+ * library does.  Each pair is on the sync word of a rank that cannot
+ * have returned yet: before the handles, each rank's own (its peers
+ * load it once the handles are in); before the done words, each peer's
+ * (each rank loads its own once they are in: a peer may be gone by then).
+ */
+static int same_process(const struct coll *c, int p)
+{
+	const struct ncclPeerInfo *pi = c->comm->peerInfo;
+
+	return p != c->rank && pi[p].pidHash == pi[c->rank].pidHash &&
+	       pi[p].hostHash == pi[c->rank].hostHash;
+}
+
+static uint64_t *peer_sync(const struct coll *c, int p)
+{
+	return (uint64_t *)(uintptr_t)c->dx[p].d.addrSync;
+}
+
+/* @handles: after the handles came in, else after the done words. */
+static void direct_acquire(const struct cop *o, int handles)
+{
+	struct coll *c = o->c;
+
+	if (o->direct != DIRECT_CMA)
+		return;
+	if (!handles) {
+		(void)__atomic_load_n(&c->sync, __ATOMIC_ACQUIRE);
+		return;
+	}
+	for (int p = 0; p < c->n; p++)
+		if (same_process(c, p))
+			(void)__atomic_load_n(peer_sync(c, p), __ATOMIC_ACQUIRE);
+}
+
+/* @handles: before the handles go out, else before the done words. */
+static void direct_release(const struct cop *o, int handles)
+{
+	struct coll *c = o->c;
+
+	if (o->direct != DIRECT_CMA)
+		return;
+	if (handles) {
+		__atomic_store_n(&c->sync, 1, __ATOMIC_RELEASE);
+		return;
+	}
+	for (int p = 0; p < c->n; p++)
+		if (same_process(c, p))
+			__atomic_fetch_add(peer_sync(c, p), 1, __ATOMIC_RELEASE);
+}
+
 /* After the preamble: 1 direct (the handles are on their way), 0 the
  * ring, -errno. */
 int direct_start(struct cop *o)
 {
 	o->dstate = 0;
 	o->derr = 0;
-	if (!direct_all(o)) {
-		o->direct = 0;
+	o->direct = direct_all(o);
+	if (!o->direct)
 		return 0;
-	}
+	direct_release(o, 1);
 	return direct_swap(o, offsetof(struct dpeer, d), sizeof(struct ddesc));
 }
 
@@ -261,7 +360,150 @@ static void direct_reduce(struct cop *o, size_t i, size_t n)
 	}
 }
 
-/* 1 done, 0 not yet, -errno. */
+/*
+ * DIRECT_CMA: x[p]'s bytes [at, at + b) where we can read them: our own
+ * input, or peer p's copied into @buf.  Premultiplied for a floating AVG
+ * (into @buf).  0 or -errno.
+ */
+static int cma_get(struct cop *o, int p, size_t at, size_t b, char *buf,
+		   const char **x)
+{
+	struct coll *c = o->c;
+	size_t m = b / o->es;
+	int ret;
+
+	if (p == c->rank) {
+		*x = o->in + at;
+	} else {
+		ret = mlap2p_peer_copy(c->api, p, c->dx[p].d.addrIn + at, buf,
+				       b, 0);
+		if (ret)
+			return ret;
+		*x = buf;
+	}
+	if (avg_pre(o)) {
+		mlap2p_premul(buf, *x, m, o->dtype, 1.0 / c->n);
+		*x = buf;
+	}
+	return 0;
+}
+
+/*
+ * DIRECT_CMA: elements [i, i + n) of the result into every output, in
+ * direct_reduce()'s order, a block at a time: each peer's input read into
+ * U (and V) by process_vm_readv, reduced into our output (T, in place on
+ * rank 2 and up, whose input the first reductions have not read yet), and
+ * written into each peer's output by process_vm_writev.  0 or -errno.
+ */
+static int cma_reduce(struct cop *o, size_t i, size_t n)
+{
+	struct coll *c = o->c;
+	size_t es = o->es, blk, k, m, b, at;
+	char *u = c->scratch, *v = c->scratch + c->chunk, *t;
+	const char *x, *y;
+	int op = o->op == MLAP2P_AVG ? MLAP2P_SUM : o->op, r, ret;
+
+	blk = (c->chunk < DIRECT_CMA_BLOCK ? c->chunk : DIRECT_CMA_BLOCK) / es;
+	for (k = 0; k < n; k += m) {
+		m = n - k < blk ? n - k : blk;
+		b = m * es;
+		at = (i + k) * es;
+		t = o->in == o->out && c->rank > 1 ? slot_t(o) : o->out + at;
+		ret = cma_get(o, 0, at, b, u, &x);
+		if (!ret)
+			ret = cma_get(o, 1, at, b, v, &y);
+		if (ret)
+			return ret;
+		mlap2p_reduce2(t, x, y, m, o->dtype, op);
+		for (r = 2; r < c->n; r++) {
+			ret = cma_get(o, r, at, b, u, &x);
+			if (ret)
+				return ret;
+			mlap2p_reduce2(t, t, x, m, o->dtype, op);
+		}
+		if (o->op == MLAP2P_AVG && !avg_pre(o))
+			mlap2p_divide(t, m, o->dtype, c->n);
+		for (r = 0; r < c->n; r++) {
+			if (r == c->rank)
+				continue;
+			ret = mlap2p_peer_copy(c->api, r,
+					       c->dx[r].d.addrOut + at, t, b, 1);
+			if (ret)
+				return ret;
+		}
+		if (t != o->out + at)
+			memcpy(o->out + at, t, b);
+	}
+	return 0;
+}
+
+/* DIRECT_CMA: the offers' sizes. */
+static int cma_check_all(struct cop *o)
+{
+	struct coll *c = o->c;
+
+	for (int p = 0; p < c->n; p++)
+		if (c->dx[p].d.bytes != o->count * o->es) {
+			WARN("%s: rank %d: rank %d offered %llu bytes for a %zu-byte all-reduce",
+			     o->fn, c->rank, p,
+			     (unsigned long long)c->dx[p].d.bytes,
+			     o->count * o->es);
+			return -EPROTO;
+		}
+	return 0;
+}
+
+/*
+ * DIRECT_CMA, the first time on a communicator: may every rank read every
+ * other?  The kernel may refuse (Yama's ptrace_scope, a process that is
+ * not dumpable), which no rank can know before it tries: each reads a
+ * byte of each peer's input and tells every other what it got.
+ */
+static int cma_probe(struct cop *o)
+{
+	struct coll *c = o->c;
+	char byte;
+	int p, ret = 0;
+
+	for (p = 0; p < c->n && !ret; p++)
+		if (p != c->rank)
+			ret = mlap2p_peer_copy(c->api, p, c->dx[p].d.addrIn,
+					       &byte, 1, 0);
+	c->dx[c->rank].ok = (uint64_t)(uint32_t)-ret;
+	return direct_swap(o, offsetof(struct dpeer, ok), sizeof(uint64_t));
+}
+
+/* After the probe's words: 1 every rank can go on, 0 one cannot (the
+ * communicator's all-reduces go round the ring from now on). */
+static int cma_probed(struct cop *o)
+{
+	struct coll *c = o->c;
+
+	for (int p = 0; p < c->n; p++)
+		if (c->dx[p].ok) {
+			INFO(NCCL_COLL, "%s: rank %d: rank %d cannot read the other ranks' memory (%s): all-reduces of plain buffers go round the ring",
+			     o->fn, c->rank, p,
+			     strerror((int)(uint32_t)c->dx[p].ok));
+			c->cmaState = -1;
+			return 0;
+		}
+	c->cmaState = 1;
+	return 1;
+}
+
+/* Our slice of the elements, after the swap (and the probe). */
+static void direct_slice(struct cop *o)
+{
+	struct coll *c = o->c;
+
+	o->dnext = o->count * (size_t)c->rank / (size_t)c->n;
+	o->dend = o->derr ? o->dnext :
+		  o->count * (size_t)(c->rank + 1) / (size_t)c->n;
+	o->dstate = 1;
+}
+
+/* 1 done, 0 not yet, 2 go round the ring instead (DIRECT_CMA refused),
+ * -errno. */
 int direct_progress(struct cop *o, int *moved)
 {
 	struct coll *c = o->c;
@@ -274,20 +516,41 @@ int direct_progress(struct cop *o, int *moved)
 		ret = direct_wait(o, moved);
 		if (ret <= 0)
 			return ret;
-		o->derr = direct_map_all(o);
-		o->dnext = o->count * (size_t)c->rank / (size_t)c->n;
-		o->dend = o->derr ? o->dnext :
-			  o->count * (size_t)(c->rank + 1) / (size_t)c->n;
-		o->dstate = 1;
+		if (o->direct == DIRECT_MAP) {
+			o->derr = direct_map_all(o);
+		} else {
+			direct_acquire(o, 1);
+			o->derr = cma_check_all(o);
+			if (!c->cmaState) {
+				ret = cma_probe(o);
+				if (ret)
+					return ret;
+				o->dstate = 4;
+				return 0;
+			}
+		}
+		direct_slice(o);
 		/* fall through */
 	case 1:		/* our slice, a step per call */
-		for (size_t end = o->dnext + step; o->dnext < o->dend &&
-		     o->dnext < end;) {
-			size_t n = o->dend - o->dnext < sub ?
-				   o->dend - o->dnext : sub;
+		if (o->direct == DIRECT_CMA) {
+			size_t n = o->dend - o->dnext < step ?
+				   o->dend - o->dnext : step;
 
-			direct_reduce(o, o->dnext, n);
-			o->dnext += n;
+			ret = n ? cma_reduce(o, o->dnext, n) : 0;
+			if (ret) {
+				o->derr = ret;
+				o->dend = o->dnext;
+			}
+			o->dnext += ret ? 0 : n;
+		} else {
+			for (size_t end = o->dnext + step;
+			     o->dnext < o->dend && o->dnext < end;) {
+				size_t n = o->dend - o->dnext < sub ?
+					   o->dend - o->dnext : sub;
+
+				direct_reduce(o, o->dnext, n);
+				o->dnext += n;
+			}
 		}
 		*moved = 1;
 		if (o->dnext < o->dend) {
@@ -303,6 +566,7 @@ int direct_progress(struct cop *o, int *moved)
 		 * a fifth of its time), then the rest. */
 		mlap2p_copy_fence();
 		atomic_thread_fence(memory_order_seq_cst);
+		direct_release(o, 0);
 		c->dx[c->rank].fin = seq | (uint64_t)(uint32_t)-o->derr << 32;
 		ret = direct_swap(o, offsetof(struct dpeer, fin),
 				  sizeof(uint64_t));
@@ -316,6 +580,7 @@ int direct_progress(struct cop *o, int *moved)
 			return ret;
 		/* And the peers' stores into our output before our loads. */
 		atomic_thread_fence(memory_order_seq_cst);
+		direct_acquire(o, 0);
 		if (o->derr)
 			return o->derr;
 		for (p = 0; p < c->n; p++) {
@@ -336,6 +601,14 @@ int direct_progress(struct cop *o, int *moved)
 		}
 		o->dstate = 3;
 		return 1;
+	case 4:		/* DIRECT_CMA: the probe's words */
+		ret = direct_wait(o, moved);
+		if (ret <= 0)
+			return ret;
+		if (!cma_probed(o))
+			return 2;
+		direct_slice(o);
+		return 0;
 	}
 	return 1;
 }

@@ -65,6 +65,7 @@ int cop_progress(struct cop *o, int *moved)
 		o->nlanes = 0;
 		o->direct = direct_offer(o);
 		o->drun = 0;
+		o->crun = 0;
 		if (avg_pre(o) && o->algo == ALGO_ONESHOT && !oneshot_inline(o))
 			mlap2p_premul(slot_t(o), o->in, o->count, o->dtype,
 				      1.0 / c->n);
@@ -111,9 +112,14 @@ int cop_progress(struct cop *o, int *moved)
 		o->phase = PH_DATA;
 		/* fall through */
 	case PH_DATA:
-		if (o->direct)
+		if (o->direct) {
 			ret = direct_progress(o, moved);
-		else if (o->npreq)
+			if (ret == 2) {	/* refused: the ring instead */
+				o->direct = 0;
+				ring_setup(o);
+				ret = ring_progress(o, moved);
+			}
+		} else if (o->npreq)
 			ret = pairs_progress(o, moved);
 		else if (o->algo == ALGO_RING && o->kind != K_ALL_TO_ALL)
 			ret = ring_progress(o, moved);

@@ -231,8 +231,18 @@ struct coll *coll_get(struct mlap2p_comm *api, int *err)
 		c->direct = (int)l;
 	}
 	if (!ret) {
+		ret = mlap2p_env_size("MLAP2P_COLL_CMA_MIN", 0, 1ULL << 40,
+				      DEF_CMA_MIN, &v);
+		c->cmaMin = (size_t)v;
+	}
+	if (!ret) {
 		ret = mlap2p_dp_nt_min(api, &c->ntMin);
 	}
+	/* Every peer a thread of ours or a process on this host that
+	 * MLAP2P_CMA lets us read: the direct all-reduce may go by address. */
+	for (int p = 0; !ret && p < c->n; p++)
+		if (p != c->rank && !mlap2p_peer_cma(api, p))
+			c->cmaState = -1;
 	if (!ret) {
 		ret = mlap2p_env_timeout("MLAP2P_PEER_TIMEOUT", 5000,
 					 &c->peerTimeoutMs);
@@ -357,7 +367,7 @@ void pre_fill(struct cop *o)
 	o->smsg[1] = o->hdr[1];
 	if (o->hop == 0) {
 		if (o->direct)
-			o->smsg[2] = DIRECT_OFFER;
+			o->smsg[2] = DIRECT_OFFER | (uint64_t)o->direct;
 		if (oneshot_inline(o)) {
 			if (o->op == MLAP2P_AVG && is_float(o->dtype))
 				mlap2p_premul(&o->smsg[2], o->in, o->count,
@@ -375,7 +385,7 @@ void pre_fill(struct cop *o)
 		o->smsg[5] = o->descB[0];
 		o->smsg[6] = o->descB[1];
 	}
-	o->smsg[7] = (uint64_t)o->drun;
+	o->smsg[7] = (uint64_t)o->drun | (uint64_t)o->crun << 32;
 }
 
 /* A hop's message from prev is in o->rmsg. */

@@ -43,16 +43,27 @@
  *   MLAP2P_COLL_DIRECT    1 (default) or 0: the direct all-reduce (below)
  *                  where every rank's buffers allow it.  The ranks agree
  *                  on it per call, so this one may differ between them.
+ *   MLAP2P_COLL_CMA_MIN   least all-reduce, in bytes, taken direct by
+ *                  address when the buffers are plain (default 64K;
+ *                  0 = never); per call, as MLAP2P_COLL_DIRECT
  *
  * Direct all-reduce: an all-reduce that would run on the ring, whose
  * sendbuf and recvbuf lie in regions from mlap2p_mem_alloc() on every
  * rank, runs without the ring: each rank maps every other rank's buffers
  * and reduces its slice of the elements (rank r: [count*r/n,
  * count*(r+1)/n)) from all n inputs into all n outputs, so every byte is
- * read once and written once.  If one rank's buffers are plain memory
- * (or it has MLAP2P_COLL_DIRECT=0), every rank runs the ring.  The first
- * one connects every pair of ranks (as all-to-all does); above 8 ranks
- * it runs only once something else has.
+ * read once and written once.  Where some rank's buffers are plain
+ * memory, from MLAP2P_COLL_CMA_MIN bytes, it runs the same way by
+ * address when every peer is a thread of the same process (memcpy) or a
+ * process on this host that cross-memory attach reaches (MLAP2P_CMA not
+ * 0): each rank reads the peers' inputs with process_vm_readv and writes
+ * their outputs with process_vm_writev, a block at a time.  The first one
+ * on a communicator tries a read of every peer; if the kernel refuses any
+ * (Yama's ptrace_scope, a process that is not dumpable), that all-reduce
+ * and every later one run the ring.  Otherwise (or on a rank with
+ * MLAP2P_COLL_DIRECT=0) every rank runs the ring.  The first direct one
+ * connects every pair of ranks (as all-to-all does); above 8 ranks it
+ * runs only once something else has.
  *
  * Channels (lanes): a ring collective splits its data over L =
  * min(rings, count * element size / chunk, 4) rings (at least 1), where
