@@ -175,8 +175,10 @@ static int direct_swap(struct cop *o, size_t at, size_t len)
  * release/acquire pair, as every other hand-off between threads in the
  * library does.  Each pair is on the sync word of a rank that cannot
  * have returned yet: before the handles, each rank's own (its peers
- * load it once the handles are in); before the done words, each peer's
- * (each rank loads its own once they are in: a peer may be gone by then).
+ * load it once the handles are in); before the done words (and the
+ * probe's, which follow its read of a byte in another rank's slice),
+ * each peer's (each rank loads its own once they are in: a peer may be
+ * gone by then).
  */
 static int same_process(const struct coll *c, int p)
 {
@@ -191,7 +193,8 @@ static uint64_t *peer_sync(const struct coll *c, int p)
 	return (uint64_t *)(uintptr_t)c->dx[p].d.addrSync;
 }
 
-/* @handles: after the handles came in, else after the done words. */
+/* @handles: after the handles came in, else after the done (or the
+ * probe's) words. */
 static void direct_acquire(const struct cop *o, int handles)
 {
 	struct coll *c = o->c;
@@ -207,7 +210,8 @@ static void direct_acquire(const struct cop *o, int handles)
 			(void)__atomic_load_n(peer_sync(c, p), __ATOMIC_ACQUIRE);
 }
 
-/* @handles: before the handles go out, else before the done words. */
+/* @handles: before the handles go out, else before the done (or the
+ * probe's) words. */
 static void direct_release(const struct cop *o, int handles)
 {
 	struct coll *c = o->c;
@@ -470,6 +474,7 @@ static int cma_probe(struct cop *o)
 			ret = mlap2p_peer_copy(c->api, p, c->dx[p].d.addrIn,
 					       &byte, 1, 0);
 	c->dx[c->rank].ok = (uint64_t)(uint32_t)-ret;
+	direct_release(o, 0);	/* our reads before the word */
 	return direct_swap(o, offsetof(struct dpeer, ok), sizeof(uint64_t));
 }
 
@@ -605,6 +610,7 @@ int direct_progress(struct cop *o, int *moved)
 		ret = direct_wait(o, moved);
 		if (ret <= 0)
 			return ret;
+		direct_acquire(o, 0);
 		if (!cma_probed(o))
 			return 2;
 		direct_slice(o);
