@@ -1665,14 +1665,17 @@ TEST_F_TIMEOUT(forge, rank0_fails_naming_rank1, 60)
 
 /* ---- groups ---------------------------------------------------------- */
 
+#define GROUP_BIG	50000	/* elements: past the one-shot */
+
+/* j->arg non-NULL: GROUP_BIG elements per all-reduce, else 5000. */
 static int group_body(struct job *j, int rank, struct mlap2p_comm *comm)
 {
-	int peer = !rank, i, ret;
-	static int32_t a[2][5000], b[2][5000], p2p[2][3000], got[2][3000];
+	int peer = !rank, i, ret, count = j->arg ? GROUP_BIG : 5000;
+	static int32_t a[2][GROUP_BIG], b[2][GROUP_BIG];
+	static int32_t p2p[2][3000], got[2][3000];
 	int32_t *x = a[rank], *y = b[rank];
 
-	(void)j;
-	for (i = 0; i < 5000; i++) {
+	for (i = 0; i < count; i++) {
 		x[i] = i + rank;
 		y[i] = 3 * i - rank;
 	}
@@ -1685,8 +1688,8 @@ static int group_body(struct job *j, int rank, struct mlap2p_comm *comm)
 	mlap2p_group_start();
 	if (!rank && mlap2p_send(comm, p2p[rank], sizeof(p2p[0]), peer))
 		return 80;
-	if (mlap2p_all_reduce(comm, x, x, 5000, MLAP2P_INT32, MLAP2P_SUM) ||
-	    mlap2p_all_reduce(comm, y, y, 5000, MLAP2P_INT32, MLAP2P_MAX))
+	if (mlap2p_all_reduce(comm, x, x, count, MLAP2P_INT32, MLAP2P_SUM) ||
+	    mlap2p_all_reduce(comm, y, y, count, MLAP2P_INT32, MLAP2P_MAX))
 		return 81;
 	if (mlap2p_recv(comm, got[rank], sizeof(got[0]), peer))
 		return 82;
@@ -1697,7 +1700,7 @@ static int group_body(struct job *j, int rank, struct mlap2p_comm *comm)
 		fprintf(stderr, "# group_end: %d %s\n", ret, mlap2p_last_error());
 		return 83;
 	}
-	for (i = 0; i < 5000; i++)
+	for (i = 0; i < count; i++)
 		if (x[i] != 2 * i + 1 || y[i] != 3 * i)
 			return 84;
 	for (i = 0; i < 3000; i++)
@@ -1710,6 +1713,16 @@ TEST_F_TIMEOUT(solo, group_with_send_recv, 60)
 {
 	struct job j = { .n = 2, .threads = 1, .fn = group_body };
 
+	ASSERT_EQ(0, job_run(&j, 50));
+}
+
+/* All-reduces that go direct by address (the default), between
+ * processes: their handles and done words beside the group's messages. */
+TEST_F_TIMEOUT(solo, group_with_send_recv_direct_cma, 60)
+{
+	struct job j = { .n = 2, .fn = group_body, .arg = "big" };
+
+	unsetenv("MLAP2P_COLL_CMA_MIN");
 	ASSERT_EQ(0, job_run(&j, 50));
 }
 
@@ -1846,6 +1859,24 @@ TEST_F_TIMEOUT(solo, nonblocking_processes_2, 60)
 {
 	struct job j = { .n = 2, .fn = nb_body };
 
+	ASSERT_EQ(0, job_run(&j, 50));
+}
+
+/* The 280 KB all-reduce direct by address (the default), progressed a
+ * step at a time beside the others. */
+TEST_F_TIMEOUT(solo, nonblocking_threads_3_direct_cma, 60)
+{
+	struct job j = { .n = 3, .threads = 1, .fn = nb_body };
+
+	unsetenv("MLAP2P_COLL_CMA_MIN");
+	ASSERT_EQ(0, job_run(&j, 50));
+}
+
+TEST_F_TIMEOUT(solo, nonblocking_processes_2_direct_cma, 60)
+{
+	struct job j = { .n = 2, .fn = nb_body };
+
+	unsetenv("MLAP2P_COLL_CMA_MIN");
 	ASSERT_EQ(0, job_run(&j, 50));
 }
 
