@@ -69,4 +69,13 @@ int mlap2p_region_lookup(struct ncclComm *comm, const void *ptr,
 			 struct ncclRtIpcMemHandle *ipc, size_t *offset,
 			 size_t *bytesAfter);
 
+/* Is rank @peer a thread of this process (its address space ours)? */
+static inline int mlap2p_same_process(const struct ncclComm *comm, int peer)
+{
+	const struct ncclPeerInfo *p = &comm->peerInfo[peer];
+	const struct ncclPeerInfo *me = &comm->peerInfo[comm->rank];
+
+	return p->pidHash == me->pidHash && p->hostHash == me->hostHash;
+}
+
 #endif /* MLAP2P_LIB_COMM_H */

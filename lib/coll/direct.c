@@ -180,14 +180,6 @@ static int direct_swap(struct cop *o, size_t at, size_t len)
  * each peer's (each rank loads its own once they are in: a peer may be
  * gone by then).
  */
-static int same_process(const struct coll *c, int p)
-{
-	const struct ncclPeerInfo *pi = c->comm->peerInfo;
-
-	return p != c->rank && pi[p].pidHash == pi[c->rank].pidHash &&
-	       pi[p].hostHash == pi[c->rank].hostHash;
-}
-
 static uint64_t *peer_sync(const struct coll *c, int p)
 {
 	return (uint64_t *)(uintptr_t)c->dx[p].d.addrSync;
@@ -206,7 +198,7 @@ static void direct_acquire(const struct cop *o, int handles)
 		return;
 	}
 	for (int p = 0; p < c->n; p++)
-		if (same_process(c, p))
+		if (p != c->rank && mlap2p_same_process(c->comm, p))
 			(void)__atomic_load_n(peer_sync(c, p), __ATOMIC_ACQUIRE);
 }
 
@@ -223,7 +215,7 @@ static void direct_release(const struct cop *o, int handles)
 		return;
 	}
 	for (int p = 0; p < c->n; p++)
-		if (same_process(c, p))
+		if (p != c->rank && mlap2p_same_process(c->comm, p))
 			__atomic_fetch_add(peer_sync(c, p), 1, __ATOMIC_RELEASE);
 }
 

@@ -221,19 +221,13 @@ int dp_still_peer(void *arg)
 	return ret ? -ECONNRESET : 0;
 }
 
-static int dp_same_process(const struct ncclComm *comm, int peer)
-{
-	return comm->peerInfo[peer].pidHash == comm->peerInfo[comm->rank].pidHash &&
-	       comm->peerInfo[peer].hostHash == comm->peerInfo[comm->rank].hostHash;
-}
-
 static int dp_cma_may(const struct dp *dp, int peer)
 {
 	const struct ncclComm *comm = dp->comm;
 
 	if (peer < 0 || peer >= comm->nRanks || peer == comm->rank)
 		return 0;
-	return dp_same_process(comm, peer) ||
+	return mlap2p_same_process(comm, peer) ||
 	       (!dp->noCma && comm->peerInfo[peer].hostHash ==
 			      comm->peerInfo[comm->rank].hostHash);
 }
@@ -253,7 +247,7 @@ int mlap2p_peer_cma(struct mlap2p_comm *api, int peer)
 int mlap2p_peer_copy(struct mlap2p_comm *api, int peer, uint64_t addr,
 		     void *buf, size_t bytes, int write)
 {
-	struct dp_link *k = NULL;
+	struct dp_link *k;
 	struct dp *dp;
 	int ret = dp_enter(api, &dp);
 
@@ -261,7 +255,7 @@ int mlap2p_peer_copy(struct mlap2p_comm *api, int peer, uint64_t addr,
 		return ret;
 	if (!dp_cma_may(dp, peer)) {
 		ret = -EOPNOTSUPP;
-	} else if (dp_same_process(dp->comm, peer)) {
+	} else if (mlap2p_same_process(dp->comm, peer)) {
 		void *at = (void *)(uintptr_t)addr;
 
 		memcpy(write ? at : buf, write ? buf : at, bytes);

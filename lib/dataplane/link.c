@@ -308,8 +308,7 @@ struct dp_link *dp_link_on(struct dp *dp, int ch, int peer, int send,
 	k->l.channel = conn->channel;
 	if (conn->read)
 		k->l.flags |= MLAP2P_LINK_READ;
-	if (comm->peerInfo[peer].pidHash == comm->peerInfo[comm->rank].pidHash &&
-	    comm->peerInfo[peer].hostHash == comm->peerInfo[comm->rank].hostHash)
+	if (mlap2p_same_process(comm, peer))
 		k->l.flags |= MLAP2P_LINK_SAMEPROC;
 	if (dp->noDirect)
 		k->l.flags |= MLAP2P_LINK_NODIRECT;
