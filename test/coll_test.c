@@ -1351,10 +1351,64 @@ static int dmode_direct(const struct dmode *m)
 	       (m->cma == CMA_ENV0 && m->threads);
 }
 
+/* Case @k of @d on @n ranks into @c, every rank's input generated; our
+ * own copied to @s, and @rb's bytes past the result (all of them, out of
+ * place) set to 0xa5. */
+static void dcase_setup(struct ctx *c, int n, int rank, int k,
+			const struct dcase *d, unsigned char *s,
+			unsigned char *rb, int in)
+{
+	size_t es = mlap2p_dtype_size(d->dt), b = d->count * es;
+	int r;
+
+	c->n = n;
+	c->rank = rank;
+	c->kind = C_AR;
+	c->dt = d->dt;
+	c->op = d->op;
+	c->es = es;
+	c->count = d->count;
+	for (r = 0; r < n; r++)
+		gen(c->in[r], d->count, d->dt, r, k);
+	memcpy(s, c->in[rank], b);
+	memset(rb + (in ? b : 0), 0xa5, in ? 64 : b + 64);
+}
+
+/* Case @d's all-reduce from @s into @rb: 0, or 1 said why. */
+static int dcase_call(struct mlap2p_comm *comm, int rank,
+		      const struct dcase *d, unsigned char *s,
+		      unsigned char *rb)
+{
+	if (!mlap2p_all_reduce(comm, s, rb, d->count, d->dt, d->op))
+		return 0;
+	fprintf(stderr, "# rank %d: all_reduce(%zu %s %s): %s\n", rank,
+		d->count, mlap2p_dtype_name(d->dt), mlap2p_redop_name(d->op),
+		mlap2p_last_error());
+	return 1;
+}
+
+/* 0 when @rb holds @want's @b bytes and no more; else 1, said where. */
+static int dcase_differs(int rank, const struct dcase *d, int in,
+			 const unsigned char *rb, const unsigned char *want,
+			 size_t b)
+{
+	size_t i;
+
+	if (!memcmp(rb, want, b) && !memcmp(rb + b, "\xa5\xa5\xa5\xa5", 4))
+		return 0;
+	for (i = 0; i < b && rb[i] == want[i]; i++)
+		;
+	fprintf(stderr, "# rank %d: all_reduce(%zu %s %s, %s): byte %zu of %zu is %02x, want %02x\n",
+		rank, d->count, mlap2p_dtype_name(d->dt),
+		mlap2p_redop_name(d->op), in ? "in place" : "out of place", i,
+		b, i < b ? rb[i] : 0, i < b ? want[i] : 0);
+	return 1;
+}
+
 static int direct_body(struct job *j, int rank, struct mlap2p_comm *comm)
 {
 	const struct dmode *m = j->arg;
-	size_t maxb = DMAX_BYTES, i;
+	size_t maxb = DMAX_BYTES;
 	int n = j->n, reg = m->plain != rank && m->plain != -2;
 	int direct = dmode_direct(m);
 	int ip, in, k, r, ret;
@@ -1388,27 +1442,12 @@ static int direct_body(struct job *j, int rank, struct mlap2p_comm *comm)
 		 * (outputs stored both ways in one call). */
 		in = ip == 2 ? rank & 1 : ip;
 		s = in ? rb : sb;
-		c.n = n;
-		c.rank = rank;
-		c.kind = C_AR;
-		c.dt = d->dt;
-		c.op = d->op;
-		c.es = es;
-		c.count = d->count;
+		dcase_setup(&c, n, rank, k, d, s, rb, in);
 		c.oneshot = direct;
-		for (r = 0; r < n; r++)
-			gen(c.in[r], d->count, d->dt, r, k);
-		memcpy(s, c.in[rank], b);
-		memset(rb + (in ? b : 0), 0xa5, in ? 64 : b + 64);
 		if (ch1_steps(comm, rank, &s0) && k + ip)
 			return 82;
-		ret = mlap2p_all_reduce(comm, s, rb, d->count, d->dt, d->op);
-		if (ret) {
-			fprintf(stderr, "# rank %d: all_reduce(%zu %s %s): %s\n",
-				rank, d->count, mlap2p_dtype_name(d->dt),
-				mlap2p_redop_name(d->op), mlap2p_last_error());
+		if (dcase_call(comm, rank, d, s, rb))
 			return 83;
-		}
 		/* The first call connected the rings. */
 		if (ch1_steps(comm, rank, &s1))
 			return 84;
@@ -1421,16 +1460,8 @@ static int direct_body(struct job *j, int rank, struct mlap2p_comm *comm)
 				      NULL); c.nrings++)
 			;
 		expect(&c, want);
-		if (memcmp(rb, want, b) || memcmp(rb + b, "\xa5\xa5\xa5\xa5", 4)) {
-			for (i = 0; i < b && rb[i] == want[i]; i++)
-				;
-			fprintf(stderr, "# rank %d: all_reduce(%zu %s %s, %s): byte %zu of %zu is %02x, want %02x\n",
-				rank, d->count, mlap2p_dtype_name(d->dt),
-				mlap2p_redop_name(d->op),
-				in ? "in place" : "out of place", i, b,
-				i < b ? rb[i] : 0, i < b ? want[i] : 0);
+		if (dcase_differs(rank, d, in, rb, want, b))
 			return 85;
-		}
 		/* Direct as dmode_direct() says, else the ring (whose
 		 * lanes carry channel 1 from 8 KiB on).  Refused, the first
 		 * call tried and went round the ring: every result exact. */
@@ -1530,6 +1561,164 @@ FIXTURE_TEARDOWN(direct)
 TEST_F_TIMEOUT(direct, exact_and_taken_when_it_should, 120)
 {
 	ASSERT_EQ(0, job_run(&self->j, 110));
+}
+
+/*
+ * ---- the 2-rank one-shot, direct where that is cheaper ----------------
+ *
+ * Above FAST_MAX (4 KiB) and up to MLAP2P_COLL_ONESHOT_MAX, a 2-rank
+ * all-reduce is a one-shot; it goes the direct way instead when every
+ * rank offers it: buffers that are regions, ranks that are threads of one
+ * process, or plain buffers all-reduced in place (a peer would otherwise
+ * read a buffer its owner has just written).  Out of place across
+ * processes, or with one rank in place and one not, it stays a one-shot.
+ * The sends of a call say which ran: the header and the data (2), or the
+ * header, the handles and the done word (3).  The first call, not
+ * counted, is direct by address where the test expects that, so its
+ * probe is behind us; refused (t_refuse_cma), it went back to the
+ * one-shot, as every later call does.
+ */
+enum { OW_IN_PLACE, OW_OUT, OW_MIXED };
+
+struct ow_mode {
+	int how;		/* OW_*: both in place, neither, rank 0 only */
+	int reg;		/* buffers from mlap2p_mem_alloc */
+	int cma;		/* CMA_ON, CMA_REFUSED or CMA_ENV0 */
+	int threads;
+};
+
+static const struct dcase ow_cases[] = {
+	{ MLAP2P_FLOAT32, MLAP2P_SUM, 1025 },	/* 4 KiB + 4 */
+	{ MLAP2P_FLOAT32, MLAP2P_AVG, 4097 },
+	{ MLAP2P_BFLOAT16, MLAP2P_SUM, 12289 },
+	{ MLAP2P_INT32, MLAP2P_AVG, 7001 },
+	{ MLAP2P_FLOAT64, MLAP2P_MAX, 8192 },	/* 64 KiB, the most */
+};
+
+/* Direct for @b bytes?  By address from MLAP2P_COLL_CMA_MIN (64 KiB)
+ * whatever the buffers. */
+static int ow_direct(const struct ow_mode *m, size_t b)
+{
+	if (m->reg)
+		return 1;
+	if (m->cma == CMA_REFUSED || (m->cma == CMA_ENV0 && !m->threads))
+		return 0;
+	return m->threads || m->how == OW_IN_PLACE || b >= 64 * KiB;
+}
+
+static int ow_body(struct job *j, int rank, struct mlap2p_comm *comm)
+{
+	const struct ow_mode *m = j->arg;
+	size_t maxb = 64 * KiB + 64;
+	unsigned char *sb, *rb, *want = malloc(maxb), *s;
+	unsigned long long ops[2], one[2];
+	int direct, k, r, in;
+	struct ctx c;
+
+	memset(&c, 0, sizeof(c));
+	if (m->cma == CMA_REFUSED && t_refuse_cma())
+		return 60;
+	for (r = 0; r < 2; r++)
+		if (!(c.in[r] = malloc(maxb)))
+			return 61;
+	if (m->reg) {
+		if (mlap2p_mem_alloc(comm, maxb, (void **)&sb) ||
+		    mlap2p_mem_alloc(comm, maxb, (void **)&rb))
+			return 62;
+	} else {
+		sb = malloc(maxb);
+		rb = malloc(maxb);
+	}
+	if (!sb || !rb || !want)
+		return 61;
+	in = m->how == OW_IN_PLACE || (m->how == OW_MIXED && !rank);
+	/* The first call: the probe, or the refusal found. */
+	memset(rb, 0, 8 * KiB);
+	if (mlap2p_all_reduce(comm, rb, rb, 2048, MLAP2P_FLOAT32, MLAP2P_SUM))
+		return 63;
+	for (k = 0; k < (int)(sizeof(ow_cases) / sizeof(ow_cases[0])); k++) {
+		const struct dcase *d = &ow_cases[k];
+		size_t es = mlap2p_dtype_size(d->dt), b = d->count * es;
+
+		direct = ow_direct(m, b);
+		s = in ? rb : sb;
+		dcase_setup(&c, 2, rank, k, d, s, rb, in);
+		c.oneshot = 1;	/* both reduce x0 op x1 */
+		if (t_links_sum(comm, "->", &ops[0], &one[0]))
+			return 64;
+		if (dcase_call(comm, rank, d, s, rb))
+			return 65;
+		if (t_links_sum(comm, "->", &ops[1], &one[1]))
+			return 64;
+		expect(&c, want);
+		if (dcase_differs(rank, d, in, rb, want, b))
+			return 66;
+		if (ops[1] - ops[0] != (direct ? 3 : 2)) {
+			fprintf(stderr, "# rank %d: all_reduce(%zu %s): %llu sends, want %d (the %s)\n",
+				rank, b, mlap2p_dtype_name(d->dt),
+				ops[1] - ops[0], direct ? 3 : 2,
+				direct ? "direct way" : "one-shot");
+			return 67;
+		}
+	}
+	if (!m->reg) {
+		free(sb);
+		free(rb);
+	}
+	free(want);
+	for (r = 0; r < 2; r++)
+		free(c.in[r]);
+	return 0;
+}
+
+FIXTURE(oneshot_way) {
+	struct job j;
+	struct ow_mode m;
+};
+
+FIXTURE_VARIANT(oneshot_way) {
+	int threads, how, reg, cma;
+};
+
+FIXTURE_VARIANT_ADD(oneshot_way, processes_in_place) { .how = OW_IN_PLACE, .cma = CMA_ON };
+FIXTURE_VARIANT_ADD(oneshot_way, processes_out_of_place) { .how = OW_OUT, .cma = CMA_ON };
+FIXTURE_VARIANT_ADD(oneshot_way, processes_mixed) { .how = OW_MIXED, .cma = CMA_ON };
+FIXTURE_VARIANT_ADD(oneshot_way, threads_out_of_place) { .threads = 1, .how = OW_OUT, .cma = CMA_ON };
+FIXTURE_VARIANT_ADD(oneshot_way, threads_mixed) { .threads = 1, .how = OW_MIXED, .cma = CMA_ON };
+FIXTURE_VARIANT_ADD(oneshot_way, regions_out_of_place) { .how = OW_OUT, .reg = 1, .cma = CMA_ON };
+FIXTURE_VARIANT_ADD(oneshot_way, refused_in_place) { .how = OW_IN_PLACE, .cma = CMA_REFUSED };
+FIXTURE_VARIANT_ADD(oneshot_way, cma_env0_in_place) { .how = OW_IN_PLACE, .cma = CMA_ENV0 };
+FIXTURE_VARIANT_ADD(oneshot_way, cma_env0_threads) { .threads = 1, .how = OW_OUT, .cma = CMA_ENV0 };
+
+FIXTURE_SETUP(oneshot_way)
+{
+	env_defaults();
+	/* The defaults: 2 MiB chunks, one-shot to 64 KiB, by address from
+	 * 64 KiB (so below it only as above). */
+	unsetenv("MLAP2P_COLL_CHUNK");
+	unsetenv("MLAP2P_COLL_CMA_MIN");
+	if (variant->cma == CMA_ENV0)
+		setenv("MLAP2P_CMA", "0", 1);
+	self->m.how = variant->how;
+	self->m.reg = variant->reg;
+	self->m.cma = variant->cma;
+	self->m.threads = variant->threads;
+	memset(&self->j, 0, sizeof(self->j));
+	self->j.n = 2;
+	self->j.threads = variant->threads;
+	self->j.fn = ow_body;
+	self->j.arg = &self->m;
+}
+
+FIXTURE_TEARDOWN(oneshot_way)
+{
+	unsetenv("MLAP2P_CMA");
+	unsetenv("MLAP2P_COLL_CHUNK");
+}
+
+TEST_F_TIMEOUT(oneshot_way, exact_and_direct_when_it_should, 60)
+{
+	ASSERT_EQ(0, job_run(&self->j, 50));
 }
 
 /*

@@ -69,9 +69,10 @@ enum {
 #define ALGO_RING	1
 #define ALGO_ONESHOT	2
 
-/* A ring all-reduce's header message at [2]: DIRECT_OFFER | the ways
- * this rank offers to go direct (direct.c); hops 1..n-2 carry the runs
- * of ranks that offer each way at [7] (regions low, CMA high 32 bits). */
+/* A ring all-reduce's header message (a one-shot's above FAST_MAX) at
+ * [2]: DIRECT_OFFER | the ways this rank offers to go direct (direct.c);
+ * hops 1..n-2 carry the runs of ranks that offer each way at [7]
+ * (regions low, CMA high 32 bits). */
 #define DIRECT_OFFER	0x6d6c616469720000ULL	/* "mladir" */
 #define DIRECT_WAYS	3ULL
 #define DIRECT_MAP	1	/* buffers are regions: mapped */
@@ -109,6 +110,7 @@ struct coll {
 	int direct;			/* MLAP2P_COLL_DIRECT */
 	size_t cmaMin;			/* MLAP2P_COLL_CMA_MIN, 0: never */
 	int cmaState;			/* 0 untried, 1 works, -1 refused */
+	int cmaThreads;			/* every peer a thread of ours */
 	uint64_t sync;			/* DIRECT_CMA between threads: the
 					 * release/acquire pairs (direct.c) */
 	uint64_t ntMin;			/* MLAP2P_NT_MIN */

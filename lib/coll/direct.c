@@ -38,6 +38,13 @@
  * and waits for the others' before it returns the error: the others have
  * mapped its buffers by then, and fail too once they see the word.
  *
+ * A 2-rank all-reduce the one-shot would take (above FAST_MAX) offers
+ * the same ways, by address only in place or between threads (or from
+ * MLAP2P_COLL_CMA_MIN): in place, the one-shot's peer would copy the
+ * buffer its owner's reduction has just written, line by line out of
+ * the other core's cache.  Not agreed, or refused by the probe, it runs
+ * the one-shot (cop_progress).
+ *
  * Pair connections cost every rank a FIFO per peer, so above
  * DIRECT_CONNECT_MAX ranks only a communicator that has them already
  * (from an all-to-all or a one-shot) offers.
@@ -76,8 +83,8 @@ int direct_offer(struct cop *o)
 	size_t off;
 	int ways = 0;
 
-	if (!c->direct || !c->dx || o->kind != K_ALL_REDUCE ||
-	    o->algo != ALGO_RING || !bytes ||
+	if (!c->direct || !c->dx || o->kind != K_ALL_REDUCE || !bytes ||
+	    (o->algo == ALGO_ONESHOT && bytes <= FAST_MAX) ||
 	    (c->n > DIRECT_CONNECT_MAX && !c->allPeers))
 		return 0;
 	d = &c->dx[c->rank].d;
@@ -85,7 +92,9 @@ int direct_offer(struct cop *o)
 	d->addrIn = (uintptr_t)o->in;
 	d->addrOut = (uintptr_t)o->out;
 	d->addrSync = (uintptr_t)&c->sync;
-	if (c->cmaState >= 0 && c->cmaMin && bytes >= c->cmaMin)
+	if (c->cmaState >= 0 && c->cmaMin &&
+	    (bytes >= c->cmaMin || (o->algo == ALGO_ONESHOT &&
+				    (o->in == o->out || c->cmaThreads))))
 		ways = DIRECT_CMA;
 	_Static_assert(sizeof(ipc) == sizeof(d->ipcIn), "handle size");
 	if (mlap2p_region_lookup(c->comm, o->in, &ipc, &off, &after) ||

@@ -45,6 +45,17 @@ int fail(struct cop *o, int err)
 	return err;
 }
 
+/* The one-shot's (or an all-to-all's) pair messages.  0 or -errno. */
+static int oneshot_post(struct cop *o)
+{
+	if (!o->count)
+		return 0;
+	if (o->kind == K_ALL_REDUCE && avg_pre(o))
+		mlap2p_premul(slot_t(o), o->in, o->count, o->dtype,
+			      1.0 / o->c->n);
+	return pairs_post(o);
+}
+
 /* One step of @o: 1 done, 0 not yet, -errno. */
 int cop_progress(struct cop *o, int *moved)
 {
@@ -66,9 +77,6 @@ int cop_progress(struct cop *o, int *moved)
 		o->direct = direct_offer(o);
 		o->drun = 0;
 		o->crun = 0;
-		if (avg_pre(o) && o->algo == ALGO_ONESHOT && !oneshot_inline(o))
-			mlap2p_premul(slot_t(o), o->in, o->count, o->dtype,
-				      1.0 / c->n);
 		o->phase = PH_PRE;
 		/* fall through */
 	case PH_PRE:
@@ -97,24 +105,30 @@ int cop_progress(struct cop *o, int *moved)
 			c->allPeers = 1;
 		}
 		local_copies(o);
-		if (o->kind == K_ALL_TO_ALL ||
-		    (o->algo == ALGO_ONESHOT && !oneshot_inline(o))) {
-			ret = o->count ? pairs_post(o) : 0;
-			if (ret)
-				return fail(o, ret);
-		} else if (o->algo == ALGO_RING) {
-			ret = direct_start(o);
-			if (ret)
-				return fail(o, ret);
-			if (!o->direct)
-				ring_setup(o);
-		}
+		ret = o->kind == K_ALL_REDUCE ? direct_start(o) : 0;
+		if (ret)
+			return fail(o, ret);
+		if (o->direct)
+			;
+		else if (o->kind == K_ALL_TO_ALL ||
+			 (o->algo == ALGO_ONESHOT && !oneshot_inline(o)))
+			ret = oneshot_post(o);
+		else if (o->algo == ALGO_RING)
+			ring_setup(o);
+		if (ret)
+			return fail(o, ret);
 		o->phase = PH_DATA;
 		/* fall through */
 	case PH_DATA:
 		if (o->direct) {
 			ret = direct_progress(o, moved);
-			if (ret == 2) {	/* refused: the ring instead */
+			if (ret == 2 && o->algo == ALGO_ONESHOT) {
+				/* refused: the one-shot instead */
+				o->direct = 0;
+				ret = oneshot_post(o);
+				if (!ret)
+					ret = pairs_progress(o, moved);
+			} else if (ret == 2) {	/* refused: the ring instead */
 				o->direct = 0;
 				ring_setup(o);
 				ret = ring_progress(o, moved);
@@ -135,7 +149,8 @@ int cop_progress(struct cop *o, int *moved)
 		if (c->n == 1) {
 			if (o->count && o->out != o->in)
 				memmove(o->out, o->in, o->count * o->es);
-		} else if (o->kind == K_ALL_REDUCE && o->algo == ALGO_ONESHOT) {
+		} else if (o->kind == K_ALL_REDUCE && o->algo == ALGO_ONESHOT &&
+			   !o->direct) {
 			oneshot_finish(o);
 		}
 		o->phase = PH_DONE;

@@ -240,9 +240,13 @@ struct coll *coll_get(struct mlap2p_comm *api, int *err)
 	}
 	/* Every peer a thread of ours or a process on this host that
 	 * MLAP2P_CMA lets us read: the direct all-reduce may go by address. */
-	for (int p = 0; !ret && p < c->n; p++)
+	c->cmaThreads = 1;
+	for (int p = 0; !ret && p < c->n; p++) {
 		if (p != c->rank && !mlap2p_peer_cma(api, p))
 			c->cmaState = -1;
+		if (p != c->rank && !mlap2p_same_process(comm, p))
+			c->cmaThreads = 0;
+	}
 	if (!ret) {
 		ret = mlap2p_env_timeout("MLAP2P_PEER_TIMEOUT", 5000,
 					 &c->peerTimeoutMs);

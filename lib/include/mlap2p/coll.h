@@ -45,7 +45,8 @@
  *                  on it per call, so this one may differ between them.
  *   MLAP2P_COLL_CMA_MIN   least all-reduce, in bytes, taken direct by
  *                  address when the buffers are plain (default 64K;
- *                  0 = never); per call, as MLAP2P_COLL_DIRECT
+ *                  0 = never, in place too); per call, as
+ *                  MLAP2P_COLL_DIRECT
  *
  * Direct all-reduce: an all-reduce that would run on the ring, whose
  * sendbuf and recvbuf lie in regions from mlap2p_mem_alloc() on every
@@ -63,7 +64,12 @@
  * and every later one run the ring.  Otherwise (or on a rank with
  * MLAP2P_COLL_DIRECT=0) every rank runs the ring.  The first direct one
  * connects every pair of ranks (as all-to-all does); above 8 ranks it
- * runs only once something else has.
+ * runs only once something else has.  An all-reduce of more than 4 KiB
+ * that would run one-shot goes direct too when every rank offers it:
+ * regions, peers that are all threads of this process, or plain buffers
+ * in place on every rank (below MLAP2P_COLL_CMA_MIN too: the one-shot
+ * would have a peer read the buffer its owner has just written).  Plain
+ * buffers out of place across processes stay one-shot below it.
  *
  * Channels (lanes): a ring collective splits its data over L =
  * min(rings, count * element size / chunk, 4) rings (at least 1), where
