@@ -1986,7 +1986,8 @@ TEST_F_TIMEOUT(solo, direct_on_9_ranks_once_pairs_are_connected, 120)
 static int nb_body(struct job *j, int rank, struct mlap2p_comm *comm)
 {
 	static int32_t a[MAXR][70000], b[MAXR][70000], c[MAXR][64];
-	struct mlap2p_request *r[3] = { NULL, NULL, NULL };
+	static int32_t d[MAXR][3000];
+	struct mlap2p_request *r[4] = { NULL, NULL, NULL, NULL };
 	int n = j->n, i, done = 0, polls = 0, ret;
 
 	for (i = 0; i < 70000; i++) {
@@ -1995,13 +1996,19 @@ static int nb_body(struct job *j, int rank, struct mlap2p_comm *comm)
 	}
 	for (i = 0; i < 64; i++)
 		c[rank][i] = rank + i;
-	/* Three outstanding, different sizes and kinds; test one, wait all. */
+	for (i = 0; i < 3000; i++)
+		d[rank][i] = rank * 7 + i;
+	/* Four outstanding, different sizes and kinds; test one, wait all.
+	 * With 2 MiB chunks on 2 ranks, the 12 KB one is a one-shot's size:
+	 * in place, it goes direct. */
 	if (mlap2p_iall_reduce(comm, a[rank], a[rank], 70000, MLAP2P_INT32,
 			       MLAP2P_SUM, &r[0]) ||
 	    mlap2p_ibroadcast(comm, b[rank], b[rank], 70000, MLAP2P_INT32,
 			      n - 1, &r[1]) ||
 	    mlap2p_iall_reduce(comm, c[rank], c[rank], 64, MLAP2P_INT32,
-			       MLAP2P_MAX, &r[2]))
+			       MLAP2P_MAX, &r[2]) ||
+	    mlap2p_iall_reduce(comm, d[rank], d[rank], 3000, MLAP2P_INT32,
+			       MLAP2P_SUM, &r[3]))
 		return 90;
 	while (!done) {
 		ret = mlap2p_request_test(&r[0], &done);
@@ -2009,7 +2016,7 @@ static int nb_body(struct job *j, int rank, struct mlap2p_comm *comm)
 			return 91;
 		polls++;
 	}
-	if (r[0] || mlap2p_request_waitall(3, r) || r[1] || r[2])
+	if (r[0] || mlap2p_request_waitall(4, r) || r[1] || r[2] || r[3])
 		return 92;
 	for (i = 0; i < 70000; i++)
 		if (a[rank][i] != n * i + n * (n - 1) / 2 ||
@@ -2018,6 +2025,9 @@ static int nb_body(struct job *j, int rank, struct mlap2p_comm *comm)
 	for (i = 0; i < 64; i++)
 		if (c[rank][i] != n - 1 + i)
 			return 94;
+	for (i = 0; i < 3000; i++)
+		if (d[rank][i] != 7 * n * (n - 1) / 2 + n * i)
+			return 98;
 	/* A blocking one after a pending one: the pending one runs first. */
 	if (mlap2p_iall_reduce(comm, c[rank], c[rank], 64, MLAP2P_INT32,
 			       MLAP2P_SUM, &r[0]) ||
@@ -2052,12 +2062,22 @@ TEST_F_TIMEOUT(solo, nonblocking_processes_2, 60)
 }
 
 /* The 280 KB all-reduce direct by address (the default), progressed a
- * step at a time beside the others. */
+ * step at a time beside the others; on 2 ranks the 12 KB one too. */
 TEST_F_TIMEOUT(solo, nonblocking_threads_3_direct_cma, 60)
 {
 	struct job j = { .n = 3, .threads = 1, .fn = nb_body };
 
 	unsetenv("MLAP2P_COLL_CMA_MIN");
+	unsetenv("MLAP2P_COLL_CHUNK");
+	ASSERT_EQ(0, job_run(&j, 50));
+}
+
+TEST_F_TIMEOUT(solo, nonblocking_threads_2_direct_cma, 60)
+{
+	struct job j = { .n = 2, .threads = 1, .fn = nb_body };
+
+	unsetenv("MLAP2P_COLL_CMA_MIN");
+	unsetenv("MLAP2P_COLL_CHUNK");
 	ASSERT_EQ(0, job_run(&j, 50));
 }
 
@@ -2066,6 +2086,7 @@ TEST_F_TIMEOUT(solo, nonblocking_processes_2_direct_cma, 60)
 	struct job j = { .n = 2, .fn = nb_body };
 
 	unsetenv("MLAP2P_COLL_CMA_MIN");
+	unsetenv("MLAP2P_COLL_CHUNK");
 	ASSERT_EQ(0, job_run(&j, 50));
 }
 
