@@ -84,7 +84,7 @@ int direct_offer(struct cop *o)
 	int ways = 0;
 
 	if (!c->direct || !c->dx || o->kind != K_ALL_REDUCE || !bytes ||
-	    (o->algo == ALGO_ONESHOT && bytes <= FAST_MAX) ||
+	    (o->algo == ALGO_ONESHOT && (bytes <= FAST_MAX || c->n != 2)) ||
 	    (c->n > DIRECT_CONNECT_MAX && !c->allPeers))
 		return 0;
 	d = &c->dx[c->rank].d;
@@ -487,7 +487,7 @@ static int cma_probed(struct cop *o)
 
 	for (int p = 0; p < c->n; p++)
 		if (c->dx[p].ok) {
-			INFO(NCCL_COLL, "%s: rank %d: rank %d cannot read the other ranks' memory (%s): all-reduces of plain buffers go round the ring",
+			INFO(NCCL_COLL, "%s: rank %d: rank %d cannot read the other ranks' memory (%s): all-reduces of plain buffers no longer go direct by address",
 			     o->fn, c->rank, p,
 			     strerror((int)(uint32_t)c->dx[p].ok));
 			c->cmaState = -1;

@@ -64,8 +64,8 @@
  * and every later one run the ring.  Otherwise (or on a rank with
  * MLAP2P_COLL_DIRECT=0) every rank runs the ring.  The first direct one
  * connects every pair of ranks (as all-to-all does); above 8 ranks it
- * runs only once something else has.  An all-reduce of more than 4 KiB
- * that would run one-shot goes direct too when every rank offers it:
+ * runs only once something else has.  A 2-rank all-reduce of more than
+ * 4 KiB that would run one-shot goes direct too when every rank offers it:
  * regions, peers that are all threads of this process, or plain buffers
  * in place on every rank (below MLAP2P_COLL_CMA_MIN too: the one-shot
  * would have a peer read the buffer its owner has just written).  Plain
