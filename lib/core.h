@@ -136,9 +136,11 @@ struct ncclComm {
 	int (*peerAlive)(struct ncclComm *comm, int rank);
 
 	/* Collectives' state, owned by lib/coll/; collFree runs right after
-	 * dpFree at destroy and abort. */
+	 * dpFree at destroy and abort; collDump writes its line of
+	 * mlap2p_dump_state(). */
 	void *coll;
 	void (*collFree)(struct ncclComm *comm);
+	void (*collDump)(struct ncclComm *comm, int fd);
 
 	/* Threads inside a blocking call (mlap2p_comm_enter); abort waits
 	 * for it to drop to 0 before it frees anything. */

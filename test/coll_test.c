@@ -1571,54 +1571,59 @@ TEST_F_TIMEOUT(direct, exact_and_taken_when_it_should, 120)
  * rank offers it: buffers that are regions, ranks that are threads of one
  * process, or plain buffers all-reduced in place (a peer would otherwise
  * read a buffer its owner has just written).  Out of place across
- * processes, or with one rank in place and one not, it stays a one-shot.
- * The sends of a call say which ran: the header and the data (2), or the
- * header, the handles and the done word (3).  The first call, not
- * counted, is direct by address where the test expects that, so its
- * probe is behind us; refused (t_refuse_cma), it went back to the
- * one-shot, as every later call does.
+ * processes, or with one rank in place and one not, it stays a one-shot;
+ * so does a one-shot NCCL_ALGO forces on 3 ranks.  The collectives' line
+ * of mlap2p_dump_state() says which way each call ran.  The first call
+ * is a floating AVG: refused (t_refuse_cma), it is the one that tries,
+ * finds out and goes back to the one-shot, with its premultiplied input.
  */
 enum { OW_IN_PLACE, OW_OUT, OW_MIXED };
 
 struct ow_mode {
-	int how;		/* OW_*: both in place, neither, rank 0 only */
+	int how;		/* OW_*: all in place, none, rank 0 only */
 	int reg;		/* buffers from mlap2p_mem_alloc */
 	int cma;		/* CMA_ON, CMA_REFUSED or CMA_ENV0 */
 	int threads;
 };
 
 static const struct dcase ow_cases[] = {
-	{ MLAP2P_FLOAT32, MLAP2P_SUM, 1025 },	/* 4 KiB + 4 */
 	{ MLAP2P_FLOAT32, MLAP2P_AVG, 4097 },
+	{ MLAP2P_FLOAT32, MLAP2P_SUM, 1025 },	/* 4 KiB + 4 */
 	{ MLAP2P_BFLOAT16, MLAP2P_SUM, 12289 },
 	{ MLAP2P_INT32, MLAP2P_AVG, 7001 },
 	{ MLAP2P_FLOAT64, MLAP2P_MAX, 8192 },	/* 64 KiB, the most */
 };
 
-/* Direct for @b bytes?  By address from MLAP2P_COLL_CMA_MIN (64 KiB)
- * whatever the buffers. */
-static int ow_direct(const struct ow_mode *m, size_t b)
+/* The way (index in t_coll_ways()) @b bytes take on @n ranks: direct by
+ * address from MLAP2P_COLL_CMA_MIN (64 KiB) whatever the buffers. */
+static int ow_way(const struct ow_mode *m, int n, size_t b)
 {
-	if (m->reg)
+	if (n != 2)
 		return 1;
+	if (m->reg)
+		return 3;
 	if (m->cma == CMA_REFUSED || (m->cma == CMA_ENV0 && !m->threads))
-		return 0;
-	return m->threads || m->how == OW_IN_PLACE || b >= 64 * KiB;
+		return 1;
+	return m->threads || m->how == OW_IN_PLACE || b >= 64 * KiB ? 4 : 1;
 }
 
 static int ow_body(struct job *j, int rank, struct mlap2p_comm *comm)
 {
+	static const char *const names[T_COLL_WAYS] = {
+		"ring", "one-shot", "pairs", "direct (regions)",
+		"direct by address",
+	};
 	const struct ow_mode *m = j->arg;
 	size_t maxb = 64 * KiB + 64;
 	unsigned char *sb, *rb, *want = malloc(maxb), *s;
-	unsigned long long ops[2], one[2];
-	int direct, k, r, in;
+	unsigned long long w0[T_COLL_WAYS], w1[T_COLL_WAYS];
+	int n = j->n, k, r, in, way, q;
 	struct ctx c;
 
 	memset(&c, 0, sizeof(c));
 	if (m->cma == CMA_REFUSED && t_refuse_cma())
 		return 60;
-	for (r = 0; r < 2; r++)
+	for (r = 0; r < n; r++)
 		if (!(c.in[r] = malloc(maxb)))
 			return 61;
 	if (m->reg) {
@@ -1632,41 +1637,42 @@ static int ow_body(struct job *j, int rank, struct mlap2p_comm *comm)
 	if (!sb || !rb || !want)
 		return 61;
 	in = m->how == OW_IN_PLACE || (m->how == OW_MIXED && !rank);
-	/* The first call: the probe, or the refusal found. */
-	memset(rb, 0, 8 * KiB);
-	if (mlap2p_all_reduce(comm, rb, rb, 2048, MLAP2P_FLOAT32, MLAP2P_SUM))
-		return 63;
 	for (k = 0; k < (int)(sizeof(ow_cases) / sizeof(ow_cases[0])); k++) {
 		const struct dcase *d = &ow_cases[k];
-		size_t es = mlap2p_dtype_size(d->dt), b = d->count * es;
+		size_t b = d->count * mlap2p_dtype_size(d->dt);
 
-		direct = ow_direct(m, b);
+		way = ow_way(m, n, b);
 		s = in ? rb : sb;
-		dcase_setup(&c, 2, rank, k, d, s, rb, in);
-		c.oneshot = 1;	/* both reduce x0 op x1 */
-		if (t_links_sum(comm, "->", &ops[0], &one[0]))
-			return 64;
+		dcase_setup(&c, n, rank, k, d, s, rb, in);
+		c.oneshot = 1;	/* every way reduces x0 op x1 ... */
+		if (t_coll_ways(comm, w0)) {
+			if (k)
+				return 63;
+			/* No collective yet, no line. */
+			memset(w0, 0, sizeof(w0));
+		}
 		if (dcase_call(comm, rank, d, s, rb))
 			return 65;
-		if (t_links_sum(comm, "->", &ops[1], &one[1]))
-			return 64;
+		if (t_coll_ways(comm, w1))
+			return 63;
 		expect(&c, want);
 		if (dcase_differs(rank, d, in, rb, want, b))
 			return 66;
-		if (ops[1] - ops[0] != (direct ? 3 : 2)) {
-			fprintf(stderr, "# rank %d: all_reduce(%zu %s): %llu sends, want %d (the %s)\n",
-				rank, b, mlap2p_dtype_name(d->dt),
-				ops[1] - ops[0], direct ? 3 : 2,
-				direct ? "direct way" : "one-shot");
-			return 67;
-		}
+		for (q = 0; q < T_COLL_WAYS; q++)
+			if (w1[q] - w0[q] != (q == way)) {
+				fprintf(stderr, "# rank %d: all_reduce(%zu %s %s): %llu more %s, want the %s\n",
+					rank, b, mlap2p_dtype_name(d->dt),
+					mlap2p_redop_name(d->op),
+					w1[q] - w0[q], names[q], names[way]);
+				return 67;
+			}
 	}
 	if (!m->reg) {
 		free(sb);
 		free(rb);
 	}
 	free(want);
-	for (r = 0; r < 2; r++)
+	for (r = 0; r < n; r++)
 		free(c.in[r]);
 	return 0;
 }
@@ -1677,7 +1683,7 @@ FIXTURE(oneshot_way) {
 };
 
 FIXTURE_VARIANT(oneshot_way) {
-	int threads, how, reg, cma;
+	int n, threads, how, reg, cma;
 };
 
 FIXTURE_VARIANT_ADD(oneshot_way, processes_in_place) { .how = OW_IN_PLACE, .cma = CMA_ON };
@@ -1689,6 +1695,9 @@ FIXTURE_VARIANT_ADD(oneshot_way, regions_out_of_place) { .how = OW_OUT, .reg = 1
 FIXTURE_VARIANT_ADD(oneshot_way, refused_in_place) { .how = OW_IN_PLACE, .cma = CMA_REFUSED };
 FIXTURE_VARIANT_ADD(oneshot_way, cma_env0_in_place) { .how = OW_IN_PLACE, .cma = CMA_ENV0 };
 FIXTURE_VARIANT_ADD(oneshot_way, cma_env0_threads) { .threads = 1, .how = OW_OUT, .cma = CMA_ENV0 };
+/* NCCL_ALGO=OneShot on 3 ranks: the one-shot, as asked. */
+FIXTURE_VARIANT_ADD(oneshot_way, forced_3_threads) { .n = 3, .threads = 1, .how = OW_IN_PLACE, .cma = CMA_ON };
+FIXTURE_VARIANT_ADD(oneshot_way, forced_3_regions) { .n = 3, .how = OW_OUT, .reg = 1, .cma = CMA_ON };
 
 FIXTURE_SETUP(oneshot_way)
 {
@@ -1699,12 +1708,14 @@ FIXTURE_SETUP(oneshot_way)
 	unsetenv("MLAP2P_COLL_CMA_MIN");
 	if (variant->cma == CMA_ENV0)
 		setenv("MLAP2P_CMA", "0", 1);
+	if (variant->n)
+		setenv("NCCL_ALGO", "OneShot", 1);
 	self->m.how = variant->how;
 	self->m.reg = variant->reg;
 	self->m.cma = variant->cma;
 	self->m.threads = variant->threads;
 	memset(&self->j, 0, sizeof(self->j));
-	self->j.n = 2;
+	self->j.n = variant->n ? variant->n : 2;
 	self->j.threads = variant->threads;
 	self->j.fn = ow_body;
 	self->j.arg = &self->m;
@@ -1714,6 +1725,7 @@ FIXTURE_TEARDOWN(oneshot_way)
 {
 	unsetenv("MLAP2P_CMA");
 	unsetenv("MLAP2P_COLL_CHUNK");
+	unsetenv("NCCL_ALGO");
 }
 
 TEST_F_TIMEOUT(oneshot_way, exact_and_direct_when_it_should, 60)

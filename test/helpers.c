@@ -568,6 +568,19 @@ int t_links_sum(struct mlap2p_comm *comm, const char *dir,
 	return n ? 0 : -1;
 }
 
+int t_coll_ways(struct mlap2p_comm *comm, unsigned long long *w)
+{
+	char out[16384], *at;
+
+	if (t_dump_text(comm, out, sizeof(out)))
+		return -1;
+	at = strstr(out, " collectives: ");
+	if (!at || sscanf(at, " collectives: ring %llu one-shot %llu pairs %llu direct-regions %llu direct-address %llu",
+			  &w[0], &w[1], &w[2], &w[3], &w[4]) != T_COLL_WAYS)
+		return -1;
+	return 0;
+}
+
 int t_refuse_cma(void)
 {
 	struct __user_cap_header_struct h = {

@@ -237,6 +237,11 @@ int t_link_splits(struct mlap2p_comm *comm, const char *key,
  * receives); -1 when there is none. */
 int t_links_sum(struct mlap2p_comm *comm, const char *dir,
 		unsigned long long *ops, unsigned long long *direct);
+/* The collectives' line of mlap2p_dump_state(): how many ran each way,
+ * in its order (ring, one-shot, pairs, direct-regions, direct-address).
+ * 0, or -1 when there is no such line. */
+#define T_COLL_WAYS 5
+int t_coll_ways(struct mlap2p_comm *comm, unsigned long long *ways);
 /*
  * Can a process write into its sibling's memory (process_vm_writev, what
  * the data plane does with a plain receive buffer across processes)?  Yama

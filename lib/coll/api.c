@@ -260,6 +260,7 @@ static int fast_allreduce(struct cop *o, int *ret)
 		mlap2p_reduce2(o->out, a, b, o->count, o->dtype, op);
 		finalize(o, o->out, o->count);
 	}
+	coll_count(c, CW_ONESHOT);
 	*ret = 0;
 	return 1;
 }

@@ -69,6 +69,9 @@ enum {
 #define ALGO_RING	1
 #define ALGO_ONESHOT	2
 
+/* The way a collective ran (struct coll's ways[]). */
+enum { CW_RING, CW_ONESHOT, CW_PAIRS, CW_MAP, CW_CMA, CW_N };
+
 /* A ring all-reduce's header message (a one-shot's above FAST_MAX) at
  * [2]: DIRECT_OFFER | the ways this rank offers to go direct (direct.c);
  * hops 1..n-2 carry the runs of ranks that offer each way at [7]
@@ -111,6 +114,9 @@ struct coll {
 	size_t cmaMin;			/* MLAP2P_COLL_CMA_MIN, 0: never */
 	int cmaState;			/* 0 untried, 1 works, -1 refused */
 	int cmaThreads;			/* every peer a thread of ours */
+	uint64_t ways[CW_N];		/* collectives completed per way, for
+					 * mlap2p_dump_state(): one writer,
+					 * any reader */
 	uint64_t sync;			/* DIRECT_CMA between threads: the
 					 * release/acquire pairs (direct.c) */
 	uint64_t ntMin;			/* MLAP2P_NT_MIN */
@@ -232,6 +238,15 @@ struct nbop {
 };
 
 enum { PH_CONNECT, PH_PRE, PH_CONNECT_ALL, PH_DATA, PH_FINISH, PH_DONE };
+
+/* One more collective that ran @way (CW_*): the communicator's one
+ * thread writes, mlap2p_dump_state() may read from any. */
+static inline void coll_count(struct coll *c, int way)
+{
+	__atomic_store_n(&c->ways[way],
+			 __atomic_load_n(&c->ways[way], __ATOMIC_RELAXED) + 1,
+			 __ATOMIC_RELAXED);
+}
 
 /* state.c */
 struct coll *coll_get(struct mlap2p_comm *api, int *err);

@@ -153,6 +153,12 @@ int cop_progress(struct cop *o, int *moved)
 			   !o->direct) {
 			oneshot_finish(o);
 		}
+		if (c->n > 1)
+			coll_count(c, o->direct == DIRECT_MAP ? CW_MAP :
+				      o->direct ? CW_CMA :
+				      o->kind == K_ALL_TO_ALL ? CW_PAIRS :
+				      o->algo == ALGO_ONESHOT ? CW_ONESHOT :
+				      CW_RING);
 		o->phase = PH_DONE;
 		return 1;
 	}

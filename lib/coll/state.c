@@ -94,6 +94,20 @@ static void coll_free(struct ncclComm *comm)
 	free(c);
 	comm->coll = NULL;
 	comm->collFree = NULL;
+	comm->collDump = NULL;
+}
+
+/* mlap2p_dump_state()'s line for the collectives: how many ran each way. */
+static void coll_dump(struct ncclComm *comm, int fd)
+{
+	struct coll *c = comm->coll;
+	unsigned long long w[CW_N];
+
+	for (int i = 0; i < CW_N; i++)
+		w[i] = __atomic_load_n(&c->ways[i], __ATOMIC_RELAXED);
+	dprintf(fd, "mlap2p: rank %d collectives: ring %llu one-shot %llu pairs %llu direct-regions %llu direct-address %llu\n",
+		comm->rank, w[CW_RING], w[CW_ONESHOT], w[CW_PAIRS], w[CW_MAP],
+		w[CW_CMA]);
 }
 
 static int parse_algo(unsigned int *mask)
@@ -289,6 +303,7 @@ struct coll *coll_get(struct mlap2p_comm *api, int *err)
 	}
 	comm->coll = c;
 	comm->collFree = coll_free;
+	comm->collDump = coll_dump;
 	return c;
 }
 

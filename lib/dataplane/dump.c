@@ -112,6 +112,8 @@ static void dp_dump(struct dp *dp, int fd)
 
 	dp_for_each_link(dp, c, i, k)
 		dp_dump_link(dp, k, fd);
+	if (dp->comm->collDump)
+		dp->comm->collDump(dp->comm, fd);
 }
 
 MLAP2P_EXPORT int mlap2p_dump_state(struct mlap2p_comm *api, int fd)

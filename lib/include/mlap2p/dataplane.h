@@ -97,7 +97,8 @@ int mlap2p_proto_for(struct mlap2p_comm *comm, size_t bytes);
 /* "LL", "LL128", "SIMPLE" (or "?"). */
 const char *mlap2p_proto_name(int proto);
 
-/* Write every connection's state (head, tail, step, queued ops) to @fd. */
+/* Write every connection's state (head, tail, step, queued ops) to @fd,
+ * and how many collectives ran each way (<mlap2p/coll.h>). */
 int mlap2p_dump_state(struct mlap2p_comm *comm, int fd);
 
 #ifdef __cplusplus
