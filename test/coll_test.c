@@ -1405,32 +1405,51 @@ static int dcase_differs(int rank, const struct dcase *d, int in,
 	return 1;
 }
 
+/* @n ranks' inputs (c->in), our sendbuf and recvbuf, @maxb bytes each,
+ * the two from mlap2p_mem_alloc when @reg.  0, or 1 when one failed. */
+static int dbufs_get(struct mlap2p_comm *comm, struct ctx *c, int n, int reg,
+		     size_t maxb, unsigned char **sb, unsigned char **rb)
+{
+	int r;
+
+	memset(c, 0, sizeof(*c));
+	for (r = 0; r < n; r++)
+		if (!(c->in[r] = malloc(maxb)))
+			return 1;
+	if (reg)
+		return mlap2p_mem_alloc(comm, maxb, (void **)sb) ||
+		       mlap2p_mem_alloc(comm, maxb, (void **)rb);
+	*sb = malloc(maxb);
+	*rb = malloc(maxb);
+	return !*sb || !*rb;
+}
+
+/* What dbufs_get() took (regions go with the communicator). */
+static void dbufs_put(struct ctx *c, int n, int reg, unsigned char *sb,
+		      unsigned char *rb)
+{
+	if (!reg) {
+		free(sb);
+		free(rb);
+	}
+	for (int r = 0; r < n; r++)
+		free(c->in[r]);
+}
+
 static int direct_body(struct job *j, int rank, struct mlap2p_comm *comm)
 {
 	const struct dmode *m = j->arg;
 	size_t maxb = DMAX_BYTES;
 	int n = j->n, reg = m->plain != rank && m->plain != -2;
 	int direct = dmode_direct(m);
-	int ip, in, k, r, ret;
+	int ip, in, k, ret;
 	unsigned char *sb, *rb, *want = malloc(maxb);
 	struct ctx c;
 	uint64_t s0, s1;
 
-	memset(&c, 0, sizeof(c));
 	if (m->cma == CMA_REFUSED && t_refuse_cma())
 		return 79;
-	for (r = 0; r < n; r++)
-		if (!(c.in[r] = malloc(maxb)))
-			return 81;
-	if (reg) {
-		if (mlap2p_mem_alloc(comm, maxb, (void **)&sb) ||
-		    mlap2p_mem_alloc(comm, maxb, (void **)&rb))
-			return 80;
-	} else {
-		sb = malloc(maxb);
-		rb = malloc(maxb);
-	}
-	if (!sb || !rb || !want)
+	if (dbufs_get(comm, &c, n, reg, maxb, &sb, &rb) || !want)
 		return 81;
 	for (k = 0; k < (int)(sizeof(dcases) / sizeof(dcases[0])); k++)
 	for (ip = 0; ip < 3; ip++) {
@@ -1481,13 +1500,8 @@ static int direct_body(struct job *j, int rank, struct mlap2p_comm *comm)
 			ret, mlap2p_last_error());
 		return 87;
 	}
-	if (!reg) {
-		free(sb);
-		free(rb);
-	}
+	dbufs_put(&c, n, reg, sb, rb);
 	free(want);
-	for (r = 0; r < n; r++)
-		free(c.in[r]);
 	return 0;
 }
 
@@ -1617,24 +1631,12 @@ static int ow_body(struct job *j, int rank, struct mlap2p_comm *comm)
 	size_t maxb = 64 * KiB + 64;
 	unsigned char *sb, *rb, *want = malloc(maxb), *s;
 	unsigned long long w0[T_COLL_WAYS], w1[T_COLL_WAYS];
-	int n = j->n, k, r, in, way, q;
+	int n = j->n, k, in, way, q;
 	struct ctx c;
 
-	memset(&c, 0, sizeof(c));
 	if (m->cma == CMA_REFUSED && t_refuse_cma())
 		return 60;
-	for (r = 0; r < n; r++)
-		if (!(c.in[r] = malloc(maxb)))
-			return 61;
-	if (m->reg) {
-		if (mlap2p_mem_alloc(comm, maxb, (void **)&sb) ||
-		    mlap2p_mem_alloc(comm, maxb, (void **)&rb))
-			return 62;
-	} else {
-		sb = malloc(maxb);
-		rb = malloc(maxb);
-	}
-	if (!sb || !rb || !want)
+	if (dbufs_get(comm, &c, n, m->reg, maxb, &sb, &rb) || !want)
 		return 61;
 	in = m->how == OW_IN_PLACE || (m->how == OW_MIXED && !rank);
 	for (k = 0; k < (int)(sizeof(ow_cases) / sizeof(ow_cases[0])); k++) {
@@ -1667,13 +1669,8 @@ static int ow_body(struct job *j, int rank, struct mlap2p_comm *comm)
 				return 67;
 			}
 	}
-	if (!m->reg) {
-		free(sb);
-		free(rb);
-	}
+	dbufs_put(&c, n, m->reg, sb, rb);
 	free(want);
-	for (r = 0; r < n; r++)
-		free(c.in[r]);
 	return 0;
 }
 

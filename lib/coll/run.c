@@ -45,15 +45,32 @@ int fail(struct cop *o, int err)
 	return err;
 }
 
-/* The one-shot's (or an all-to-all's) pair messages.  0 or -errno. */
-static int oneshot_post(struct cop *o)
+/* After the preamble, @o not direct (or refused): an all-to-all's or a
+ * one-shot's pair messages, or the ring.  0 or -errno. */
+static int plain_start(struct cop *o)
 {
-	if (!o->count)
-		return 0;
-	if (o->kind == K_ALL_REDUCE && avg_pre(o))
-		mlap2p_premul(slot_t(o), o->in, o->count, o->dtype,
-			      1.0 / o->c->n);
-	return pairs_post(o);
+	if (o->kind == K_ALL_TO_ALL ||
+	    (o->algo == ALGO_ONESHOT && !oneshot_inline(o))) {
+		if (!o->count)
+			return 0;
+		if (o->kind == K_ALL_REDUCE && avg_pre(o))
+			mlap2p_premul(slot_t(o), o->in, o->count, o->dtype,
+				      1.0 / o->c->n);
+		return pairs_post(o);
+	}
+	if (o->algo == ALGO_RING)
+		ring_setup(o);
+	return 0;
+}
+
+/* ... and its progress: 1 done, 0 not yet, -errno. */
+static int plain_progress(struct cop *o, int *moved)
+{
+	if (o->npreq)
+		return pairs_progress(o, moved);
+	if (o->algo == ALGO_RING && o->kind != K_ALL_TO_ALL)
+		return ring_progress(o, moved);
+	return 1;
 }
 
 /* One step of @o: 1 done, 0 not yet, -errno. */
@@ -106,39 +123,21 @@ int cop_progress(struct cop *o, int *moved)
 		}
 		local_copies(o);
 		ret = o->kind == K_ALL_REDUCE ? direct_start(o) : 0;
-		if (ret)
-			return fail(o, ret);
-		if (o->direct)
-			;
-		else if (o->kind == K_ALL_TO_ALL ||
-			 (o->algo == ALGO_ONESHOT && !oneshot_inline(o)))
-			ret = oneshot_post(o);
-		else if (o->algo == ALGO_RING)
-			ring_setup(o);
+		if (!ret && !o->direct)
+			ret = plain_start(o);
 		if (ret)
 			return fail(o, ret);
 		o->phase = PH_DATA;
 		/* fall through */
 	case PH_DATA:
-		if (o->direct) {
-			ret = direct_progress(o, moved);
-			if (ret == 2 && o->algo == ALGO_ONESHOT) {
-				/* refused: the one-shot instead */
-				o->direct = 0;
-				ret = oneshot_post(o);
-				if (!ret)
-					ret = pairs_progress(o, moved);
-			} else if (ret == 2) {	/* refused: the ring instead */
-				o->direct = 0;
-				ring_setup(o);
-				ret = ring_progress(o, moved);
-			}
-		} else if (o->npreq)
-			ret = pairs_progress(o, moved);
-		else if (o->algo == ALGO_RING && o->kind != K_ALL_TO_ALL)
-			ret = ring_progress(o, moved);
-		else
-			ret = 1;
+		ret = o->direct ? direct_progress(o, moved) :
+				  plain_progress(o, moved);
+		if (ret == 2) {	/* refused by address: the way it would have run */
+			o->direct = 0;
+			ret = plain_start(o);
+			if (!ret)
+				ret = plain_progress(o, moved);
+		}
 		if (ret <= 0)
 			return ret < 0 ? fail(o, ret) : 0;
 		o->npreq = 0;
