@@ -67,6 +67,7 @@ static void env_defaults(void)
 	setenv("MLAP2P_COLL_CMA_MIN", "0", 1);
 	unsetenv("NCCL_ALGO");
 	unsetenv("NCCL_PROTO");
+	unsetenv("MLAP2P_SPIN");
 }
 
 static int rank_run(struct job *j, int rank)
@@ -1258,6 +1259,18 @@ TEST_F_TIMEOUT(solo, dead_peer_fails_every_rank_direct_cma, 60)
 	struct job j = { .n = 4, .fn = dead_body };
 
 	unsetenv("MLAP2P_COLL_CMA_MIN");
+	setenv("MLAP2P_PEER_TIMEOUT", "1s", 1);
+	ASSERT_EQ(0, job_run(&j, 50));
+}
+
+/* The same with a spin count that is not a multiple of 16: the clock
+ * was read only when the idle count was one, so ranks 1 and 2 never
+ * looked at rank 3 and waited for their neighbour's exit instead. */
+TEST_F_TIMEOUT(solo, dead_peer_fails_every_rank_any_spin, 60)
+{
+	struct job j = { .n = 4, .fn = dead_body };
+
+	setenv("MLAP2P_SPIN", "100", 1);
 	setenv("MLAP2P_PEER_TIMEOUT", "1s", 1);
 	ASSERT_EQ(0, job_run(&j, 50));
 }

@@ -199,7 +199,7 @@ int check_peers(struct cop *o)
 /* Run every op of @ops to its end; ops of one communicator in order. */
 int run_ops(struct cop **ops, int n)
 {
-	uint32_t idle = 0, yield = ops[0]->c->spinYield;
+	uint32_t idle = 0, stalls = 0, yield = ops[0]->c->spinYield;
 	int64_t nextCheck = 0, now;	/* 20 ms after the ops first stall:
 					 * a call that never waits reads no
 					 * clock */
@@ -233,7 +233,9 @@ int run_ops(struct cop **ops, int n)
 			idle = yield;
 			sched_yield();
 		}
-		if (idle & 15)
+		/* The clock every 16 idle rounds: not from idle, which stops
+		 * at MLAP2P_SPIN, any number. */
+		if (++stalls & 15)
 			continue;
 		now = mlap2p_now_ms();
 		if (!nextCheck)
