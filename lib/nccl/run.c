@@ -669,6 +669,11 @@ nc_post_any(struct nc_comm *c, struct nc_group *g, struct nc_op op,
 			      (nc_needs_recv(c, o) && !o->rbuf)))
 		res = nc_fail(c, -EINVAL, "%s: NULL buffer with count %zu",
 			      name, o->count);
+	else if (o->count > SIZE_MAX / nc_dtype_size(o->dtype) /
+			    (size_t)c->nranks)
+		/* Before a PreMulSum's scratch is sized from it. */
+		res = nc_fail(c, -EINVAL, "%s: count %zu overflows", name,
+			      o->count);
 	else
 		res = ncclSuccess;
 	if (res != ncclSuccess) {

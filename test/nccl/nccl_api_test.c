@@ -242,6 +242,16 @@ static void test_comms(void)
 	NCCLEQ(ncclInvalidArgument,
 	       ncclAllReduce(buf, buf, 4, ncclFloat, op2, comms[0], NULL));
 	last_is(comms[0], "ncclAllReduce: invalid reduction operation 6");
+	/* A count whose bytes overflow fails before the operator's scratch
+	 * is sized from it (it wrapped to 0 and the scaling wrote past). */
+	NCCLEQ(ncclInvalidArgument,
+	       ncclAllReduce(buf, buf, (size_t)1 << 62, ncclFloat, op,
+			     comms[0], NULL));
+	last_is(comms[0], "ncclAllReduce: count 4611686018427387904 overflows");
+	NCCLEQ(ncclInvalidArgument,
+	       ncclReduceScatter(buf, buf, (size_t)1 << 61, ncclFloat, op,
+				 comms[0], NULL));
+	last_is(comms[0], "ncclReduceScatter: count 2305843009213693952 overflows");
 	NCCLEQ(ncclInvalidArgument, ncclRedOpDestroy(ncclSum, comms[0]));
 	last_is(comms[0], "ncclRedOpDestroy: operator 0 is a builtin");
 	NCCLEQ(ncclInvalidArgument, ncclRedOpDestroy(op, comms[1]));
