@@ -1126,6 +1126,69 @@ TEST_F_TIMEOUT(solo, bad_arguments, 60)
 	ASSERT_EQ(0, job_run(&j, 50));
 }
 
+/* ---- NCCL_ALGO ------------------------------------------------------- */
+
+struct algo_case {
+	const char *env;
+	int ret;		/* of the first collective */
+	const char *why;	/* in its message */
+	int way;		/* index in t_coll_ways(), or -1 */
+};
+
+static const struct algo_case algo_cases[] = {
+	/* NCCL's names, none of them here: the ring, as the docs say. */
+	{ "Tree", 0, NULL, 0 },
+	{ "tree,NVLS,CollnetDirect", 0, NULL, 0 },
+	{ "Ring", 0, NULL, 0 },
+	{ "^oneshot", 0, NULL, 0 },
+	{ "^Ring,OneShot", -EINVAL, "leaves no algorithm", -1 },
+	{ "Ring,Bogus", -EINVAL, "unknown algorithm 'Bogus'", -1 },
+};
+
+/* 100000 floats: above the one-shot, round the ring when it may. */
+static int algo_body(struct job *j, int rank, struct mlap2p_comm *comm)
+{
+	const struct algo_case *a = j->arg;
+	static float b[MAXR][100000];
+	unsigned long long w[T_COLL_WAYS];
+	int i, ret;
+
+	for (i = 0; i < 100000; i++)
+		b[rank][i] = (float)(rank + 1) * (float)(i & 255);
+	ret = mlap2p_all_reduce(comm, b[rank], b[rank], 100000, MLAP2P_FLOAT32,
+				MLAP2P_SUM);
+	if (ret != a->ret || (a->why && !strstr(mlap2p_last_error(), a->why))) {
+		fprintf(stderr, "# NCCL_ALGO=%s: rank %d: want %d, got %d: %s\n",
+			a->env, rank, a->ret, ret, mlap2p_last_error());
+		return 110;
+	}
+	if (a->ret)
+		return 0;
+	for (i = 0; i < 100000; i++)
+		if (b[rank][i] != 3.0f * (float)(i & 255))
+			return 111;
+	if (t_coll_ways(comm, w) || w[a->way] != 1) {
+		fprintf(stderr, "# NCCL_ALGO=%s: rank %d: not the way %d\n",
+			a->env, rank, a->way);
+		return 112;
+	}
+	return 0;
+}
+
+TEST_F_TIMEOUT(solo, nccl_algo_names, 60)
+{
+	for (size_t i = 0; i < sizeof(algo_cases) / sizeof(algo_cases[0]);
+	     i++) {
+		struct job j = { .n = 2, .threads = 1, .fn = algo_body,
+				 .arg = &algo_cases[i] };
+
+		setenv("NCCL_ALGO", algo_cases[i].env, 1);
+		EXPECT_EQ(0, job_run(&j, 20)) TH_LOG("NCCL_ALGO=%s",
+						     algo_cases[i].env);
+	}
+	unsetenv("NCCL_ALGO");
+}
+
 /* ---- mismatched calls ------------------------------------------------ */
 
 struct mm {

@@ -143,9 +143,14 @@ static int parse_algo(unsigned int *mask)
 			return -EINVAL;
 		}
 	}
+	/* Only NCCL's names, none of them here: the ring runs everything. */
+	if (!invert && !m) {
+		INFO(NCCL_COLL, "NCCL_ALGO=%s names no algorithm of mlap2p's (Ring, OneShot): the ring",
+		     getenv("NCCL_ALGO"));
+		m = ALGO_RING;
+	}
 	m = invert ? (ALGO_RING | ALGO_ONESHOT) & ~m : m;
-	/* The ring runs everything: it stays if nothing else may. */
-	if (!(m & ALGO_RING) && !(m & ALGO_ONESHOT)) {
+	if (!m) {
 		WARN("NCCL_ALGO=%s leaves no algorithm (Ring, OneShot)",
 		     getenv("NCCL_ALGO"));
 		return -EINVAL;
