@@ -2132,6 +2132,62 @@ static int nb_body(struct job *j, int rank, struct mlap2p_comm *comm)
 	return 0;
 }
 
+/*
+ * A non-blocking collective still pending when its communicator is
+ * aborted ends cancelled: a wait afterwards returns -ECANCELED and frees
+ * the request (it used to stay pending, pointing at the freed data
+ * plane).  Rank 1 never joins it.
+ */
+static int nb_abort_body(struct job *j, int rank, struct mlap2p_comm *comm)
+{
+	static int32_t a[MAXR][100000];
+	struct mlap2p_request *r[3] = { NULL, NULL, NULL };
+	int32_t word;
+	int ret;
+
+	(void)j;
+	if (mlap2p_all_reduce(comm, a[rank], a[rank], 16, MLAP2P_INT32,
+			      MLAP2P_SUM))
+		return 100;
+	/* And a receive of the data plane's, which never comes either. */
+	if (!rank &&
+	    (mlap2p_iall_reduce(comm, a[0], a[0], 1000, MLAP2P_INT32,
+				MLAP2P_SUM, &r[0]) ||
+	     mlap2p_iall_reduce(comm, a[0] + 1000, a[0] + 1000, 99000,
+				MLAP2P_INT32, MLAP2P_MAX, &r[1]) ||
+	     mlap2p_irecv(comm, &word, sizeof(word), 1, &r[2])))
+		return 101;
+	mlap2p_comm_abort(comm);
+	if (rank)
+		return GONE;
+	ret = mlap2p_request_wait(&r[0]);
+	if (ret != -ECANCELED || r[0]) {
+		fprintf(stderr, "# rank 0: want -ECANCELED, got %d\n", ret);
+		return GONE + 102;
+	}
+	ret = mlap2p_request_waitall(3, r);
+	if (ret != -ECANCELED || r[1] || r[2]) {
+		fprintf(stderr, "# rank 0: waitall: want -ECANCELED, got %d\n",
+			ret);
+		return GONE + 103;
+	}
+	return GONE;
+}
+
+TEST_F_TIMEOUT(solo, nonblocking_pending_at_abort_threads, 60)
+{
+	struct job j = { .n = 2, .threads = 1, .fn = nb_abort_body };
+
+	ASSERT_EQ(0, job_run(&j, 50));
+}
+
+TEST_F_TIMEOUT(solo, nonblocking_pending_at_abort_processes, 60)
+{
+	struct job j = { .n = 2, .fn = nb_abort_body };
+
+	ASSERT_EQ(0, job_run(&j, 50));
+}
+
 TEST_F_TIMEOUT(solo, nonblocking_threads_3, 60)
 {
 	struct job j = { .n = 3, .threads = 1, .fn = nb_body };

@@ -70,12 +70,14 @@ static void coll_free(struct ncclComm *comm)
 	 * collective left. */
 	for (i = 0; i < c->norphans; i++)
 		free(c->orphans[i]);
-	/* Unfinished non-blocking ones: their requests are the caller's
-	 * (as every request after an abort); the ops go. */
+	/* Unfinished non-blocking ones: their requests are the caller's,
+	 * ended as cancelled (as the data plane's are), so that a wait
+	 * after the abort or destroy frees them; the ops go. */
 	while (c->pendHead) {
 		struct nbop *nb = c->pendHead;
 
 		c->pendHead = nb->next;
+		mlap2p_request_ext_done(nb->req, -ECANCELED);
 		ring_orphan_all(&nb->o);
 		for (i = 0; i < c->norphans; i++)
 			free(c->orphans[i]);

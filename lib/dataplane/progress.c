@@ -360,7 +360,9 @@ static int dp_all_done(struct mlap2p_request **reqs, int n)
 
 /*
  * Progress until every request of reqs[0..n) is done.  They may belong to
- * several communicators; each is progressed once per round.
+ * several communicators; each is progressed once per round.  A request
+ * done already may be one that its communicator's abort or destroy ended:
+ * its dp is freed, and nothing here reads it.
  */
 void dp_wait_reqs(struct mlap2p_request **reqs, int n)
 {
@@ -368,7 +370,9 @@ void dp_wait_reqs(struct mlap2p_request **reqs, int n)
 	unsigned int round = 0;
 	int i;
 
-	if (n == 1 && reqs[0]) {	/* the latency path */
+	if (dp_all_done(reqs, n))
+		return;
+	if (n == 1) {	/* the latency path */
 		struct dp *dp = reqs[0]->dp;
 
 		mlap2p_spin_init(&spin, dp->spinTight, dp->spinYield);
@@ -397,7 +401,8 @@ void dp_wait_reqs(struct mlap2p_request **reqs, int n)
 	}
 	mlap2p_spin_init(&spin, MLAP2P_SPIN_TIGHT, MLAP2P_SPIN_YIELD);
 	for (i = 0; i < n; i++)
-		if (reqs[i] && reqs[i]->dp->spinYield < spin.yield) {
+		if (reqs[i] && !__atomic_load_n(&reqs[i]->done, __ATOMIC_ACQUIRE) &&
+		    reqs[i]->dp->spinYield < spin.yield) {
 			spin.yield = reqs[i]->dp->spinYield;
 			spin.tight = reqs[i]->dp->spinTight;
 		}
