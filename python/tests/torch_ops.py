@@ -305,6 +305,26 @@ def test_p2p_barrier(c, rank, n, gloo):
         w1.wait()
     c.equal(got, torch.arange(1 << 20, dtype=torch.float32) + prv,
             "isend/irecv 4 MiB")
+    # batch_isend_irecv: one group, so every rank may list its send first
+    # (each of them used to run alone, and a send of a SIMPLE message
+    # waits for its receive: every rank waited in its send until the
+    # timeout).  40 KB and 4 MiB, both neighbours, receives in between.
+    for count in (10000, 1 << 20):
+        ys = [torch.arange(count, dtype=torch.float32) * (rank + 1) + k
+              for k in range(2)]
+        gots = [torch.empty(count) for _ in range(2)]
+        ops = [dist.P2POp(dist.isend, ys[0], nxt),
+               dist.P2POp(dist.irecv, gots[0], prv),
+               dist.P2POp(dist.isend, ys[1], prv),
+               dist.P2POp(dist.irecv, gots[1], nxt)]
+        reqs = dist.batch_isend_irecv(ops)
+        c.ok(len(reqs) == 4, f"batch_isend_irecv: {len(reqs)} requests")
+        for r in reqs:
+            r.wait()
+        c.equal(gots[0], torch.arange(count, dtype=torch.float32) *
+                (prv + 1), f"batch_isend_irecv {count * 4} B from prev")
+        c.equal(gots[1], torch.arange(count, dtype=torch.float32) *
+                (nxt + 1) + 1, f"batch_isend_irecv {count * 4} B from next")
     # barrier: nobody leaves before the late rank has entered it.  The
     # ranks share one host's clock, so each compares the time it left with
     # the time rank n-1 entered (a start timed on each rank would depend on
@@ -317,7 +337,7 @@ def test_p2p_barrier(c, rank, n, gloo):
     late = torch.tensor([entered], dtype=torch.float64)
     dist.broadcast(late, n - 1)
     c.ok(left >= late.item(), "barrier waited for the late rank")
-    c.say("send/recv every dtype, isend/irecv, barrier")
+    c.say("send/recv every dtype, isend/irecv, batch_isend_irecv, barrier")
 
 
 def test_groups(c, rank, n, gloo):

@@ -274,6 +274,8 @@ void WorkMlap2p::complete(std::exception_ptr err) {
   fn_ = nullptr;  // drop the staging buffers the closure holds
   finish(err);
   done_.store(true, std::memory_order_release);
+  for (auto& m : members_) m->complete(err);
+  members_.clear();
 }
 
 // -------------------------------------------------------- ProcessGroup
@@ -372,10 +374,12 @@ void ProcessGroupMlap2p::fail(const char* op, ncclResult_t r,
 
 c10::intrusive_ptr<WorkMlap2p> ProcessGroupMlap2p::post(
     c10d::OpType type, const char* name, milliseconds timeout, size_t bytes,
-    std::vector<at::Tensor> outputs, WorkMlap2p::Fn fn) {
+    std::vector<at::Tensor> outputs, WorkMlap2p::Fn fn,
+    std::vector<c10::intrusive_ptr<WorkMlap2p>> members) {
   auto w = c10::make_intrusive<WorkMlap2p>(this, rank_, type, name, seq_++,
                                            opTimeout(timeout), bytes,
                                            std::move(outputs), std::move(fn));
+  w->members_ = std::move(members);
   std::unique_lock<std::mutex> lock(mu_);
   if (broken_) {
     auto err = broken_;
@@ -891,11 +895,64 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupMlap2p::alltoall(
               });
 }
 
+void ProcessGroupMlap2p::startCoalescing() {
+  TORCH_CHECK(!coalescing_, "mlap2p: startCoalescing: already coalescing");
+  coalescing_ = true;
+}
+
+void ProcessGroupMlap2p::endCoalescing(
+    std::vector<c10::intrusive_ptr<c10d::Work>>& /*reqs: batchWorks_*/) {
+  TORCH_CHECK(coalescing_, "mlap2p: endCoalescing without startCoalescing");
+  coalescing_ = false;
+  std::vector<P2p> ops = std::move(batch_);
+  std::vector<c10::intrusive_ptr<WorkMlap2p>> works = std::move(batchWorks_);
+  batch_.clear();
+  batchWorks_.clear();
+  if (ops.empty()) return;
+  size_t bytes = 0;
+  for (const auto& o : ops) bytes += nbytes(o.buf);
+  post(c10d::OpType::UNKNOWN, "batch_isend_irecv", c10d::kUnsetTimeout,
+       bytes, {},
+       [this, ops](ncclComm_t comm) mutable {
+         check("batch_isend_irecv", ncclGroupStart(), comm);
+         ncclResult_t res = ncclSuccess;
+         for (const auto& o : ops) {
+           if (res != ncclSuccess) break;
+           const ncclDataType_t dt = ncclType(o.buf.scalar_type());
+           res = o.send ? ncclSend(o.buf.data_ptr(), o.buf.numel(), dt, o.peer,
+                                   comm, kStream)
+                        : ncclRecv(o.buf.data_ptr(), o.buf.numel(), dt, o.peer,
+                                   comm, kStream);
+         }
+         ncclResult_t end = ncclGroupEnd();
+         check("batch_isend_irecv", res != ncclSuccess ? res : end, comm);
+         for (auto& o : ops)
+           if (!o.send) copyBack(o.t, o.buf);
+       },
+       std::move(works));
+}
+
+// Inside a batch: recorded, and its Work ends with the batch's.
+c10::intrusive_ptr<c10d::Work> ProcessGroupMlap2p::p2p(bool send,
+                                                       const at::Tensor& t,
+                                                       int peer) {
+  at::Tensor buf = dense(t);
+  auto w = c10::make_intrusive<WorkMlap2p>(
+      this, rank_, send ? c10d::OpType::SEND : c10d::OpType::RECV,
+      send ? "send" : "recv", seq_++, timeout_, nbytes(buf),
+      std::vector<at::Tensor>{t}, nullptr);
+  if (!send) w->source_rank_ = peer;
+  batch_.push_back(P2p{send, t, buf, peer});
+  batchWorks_.push_back(w);
+  return w;
+}
+
 c10::intrusive_ptr<c10d::Work> ProcessGroupMlap2p::send(
     std::vector<at::Tensor>& tensors, int dstRank, int /*tag*/) {
   checkOne(tensors, "send");
   TORCH_CHECK(dstRank >= 0 && dstRank < size_ && dstRank != rank_,
               "mlap2p: send: bad destination rank ", dstRank);
+  if (coalescing_) return p2p(true, tensors[0], dstRank);
   at::Tensor buf = dense(tensors[0]);
   const ncclDataType_t dt = ncclType(buf.scalar_type());
   return post(c10d::OpType::SEND, "send", c10d::kUnsetTimeout, nbytes(buf),
@@ -912,6 +969,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupMlap2p::recv(
   checkOne(tensors, "recv");
   TORCH_CHECK(srcRank >= 0 && srcRank < size_ && srcRank != rank_,
               "mlap2p: recv: bad source rank ", srcRank);
+  if (coalescing_) return p2p(false, tensors[0], srcRank);
   at::Tensor t = tensors[0];
   at::Tensor buf = dense(t);
   const ncclDataType_t dt = ncclType(buf.scalar_type());

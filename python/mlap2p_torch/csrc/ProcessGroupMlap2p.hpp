@@ -74,6 +74,8 @@ class WorkMlap2p : public c10d::Work {
   c10::intrusive_ptr<c10::ivalue::Future> future_;
   int source_rank_ = -1;
   std::atomic<bool> done_{false};  // complete() has run (for the spin)
+  // A batch's sends and receives (endCoalescing): they end with it.
+  std::vector<c10::intrusive_ptr<WorkMlap2p>> members_;
 };
 
 class ProcessGroupMlap2p : public c10d::ProcessGroup {
@@ -91,6 +93,12 @@ class ProcessGroupMlap2p : public c10d::ProcessGroup {
   ~ProcessGroupMlap2p() override;
 
   const std::string getBackendName() const override { return "mlap2p"; }
+
+  // batch_isend_irecv: the sends and receives in between are posted at
+  // the end as one group (ncclGroupStart/End), so that they progress
+  // together, as NCCL's batch does.
+  void startCoalescing() override;
+  void endCoalescing(std::vector<c10::intrusive_ptr<c10d::Work>>& reqs) override;
 
   c10::intrusive_ptr<c10d::Work> broadcast(
       std::vector<at::Tensor>& tensors,
@@ -158,7 +166,11 @@ class ProcessGroupMlap2p : public c10d::ProcessGroup {
                                       std::chrono::milliseconds timeout,
                                       size_t bytes,
                                       std::vector<at::Tensor> outputs,
-                                      WorkMlap2p::Fn fn);
+                                      WorkMlap2p::Fn fn,
+                                      std::vector<c10::intrusive_ptr<WorkMlap2p>>
+                                          members = {});
+  c10::intrusive_ptr<c10d::Work> p2p(bool send, const at::Tensor& t,
+                                     int peer);
   void streamLoop();
   void watchdogLoop();
   ncclComm_t runSplit(int color, int key);
@@ -173,6 +185,15 @@ class ProcessGroupMlap2p : public c10d::ProcessGroup {
   int inline_bytes_;
   int spin_us_;       // MLAP2P_TORCH_SPIN_US: stay awake this long
   uint64_t seq_ = 0;  // next operation number (caller side)
+  // Between startCoalescing and endCoalescing (caller side): the batch.
+  struct P2p {
+    bool send;
+    at::Tensor t, buf;
+    int peer;
+  };
+  bool coalescing_ = false;
+  std::vector<P2p> batch_;
+  std::vector<c10::intrusive_ptr<WorkMlap2p>> batchWorks_;
 
   // Everything below is guarded by mu_.
   mutable std::mutex mu_;
