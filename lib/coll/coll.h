@@ -119,6 +119,10 @@ struct coll {
 					 * any reader */
 	uint64_t sync;			/* DIRECT_CMA between threads: the
 					 * release/acquire pairs (direct.c) */
+	int threadPeers;		/* a peer is a thread of ours */
+	int live;			/* registered for them (direct.c) */
+	uint64_t serial;		/* ... under this number */
+	struct coll *liveNext;
 	uint64_t ntMin;			/* MLAP2P_NT_MIN */
 	int allPeers;			/* every pair connected */
 	char *scratch;
@@ -169,6 +173,7 @@ struct ddesc {
 	uint64_t bytes;			/* of each buffer */
 	uint64_t addrIn, addrOut;	/* in its process (DIRECT_CMA) */
 	uint64_t addrSync;		/* &its coll's sync (DIRECT_CMA) */
+	uint64_t serial;		/* its coll's (DIRECT_CMA) */
 };
 
 /* Per rank, for the one direct all-reduce a communicator runs at a time
@@ -277,6 +282,8 @@ void direct_hop(struct cop *o);
 int direct_all(const struct cop *o);
 int direct_start(struct cop *o);
 int direct_progress(struct cop *o, int *moved);
+void direct_live_add(struct coll *c);
+void direct_live_del(struct coll *c);
 
 /* run.c */
 int check_peers(struct cop *o);

@@ -49,6 +49,7 @@
  * DIRECT_CONNECT_MAX ranks only a communicator that has them already
  * (from an all-to-all or a one-shot) offers.
  */
+#include <pthread.h>
 #include <stdatomic.h>
 
 #include "coll/coll.h"
@@ -72,6 +73,104 @@
  */
 #define DIRECT_CMA_BLOCK (256UL << 10)
 
+/*
+ * DIRECT_CMA between threads of one process: a rank reads another's
+ * input, writes its output and adds to its sync word with plain loads and
+ * stores, at the addresses of its offer.  When that rank is aborted (or
+ * a call of it fails) while they are out, its buffers go back to its
+ * caller and its coll is freed, so every such access must have stopped
+ * first.  The communicators with a peer thread are registered
+ * process-wide: a rank touches a peer thread's memory only under the
+ * read side of live_lock and only while the peer is registered (its
+ * coll's sync address and serial number, which no later coll reuses).
+ * direct_live_del() takes a rank out under the write side: once it
+ * returns no peer is inside, and the next access of any fails with
+ * -ECANCELED.  A peer process is the kernel's to check.
+ */
+static pthread_rwlock_t live_lock;
+static pthread_once_t live_once = PTHREAD_ONCE_INIT;
+static struct coll *live_head;		/* under live_lock */
+static uint64_t live_serial;		/* under live_lock's write side */
+
+/* A rank that withdraws waits at most one block copy, not for readers
+ * that keep coming. */
+static void live_init(void)
+{
+	pthread_rwlockattr_t a;
+
+	pthread_rwlockattr_init(&a);
+	pthread_rwlockattr_setkind_np(&a,
+			PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
+	pthread_rwlock_init(&live_lock, &a);
+	pthread_rwlockattr_destroy(&a);
+}
+
+/* At init, for a communicator with a peer thread. */
+void direct_live_add(struct coll *c)
+{
+	pthread_once(&live_once, live_init);
+	pthread_rwlock_wrlock(&live_lock);
+	c->serial = ++live_serial;
+	c->liveNext = live_head;
+	live_head = c;
+	c->live = 1;
+	pthread_rwlock_unlock(&live_lock);
+}
+
+/* At free, and when a call fails while our addresses may be out. */
+void direct_live_del(struct coll *c)
+{
+	struct coll **pp;
+
+	if (!c->threadPeers)
+		return;
+	pthread_rwlock_wrlock(&live_lock);
+	for (pp = &live_head; *pp && *pp != c; pp = &(*pp)->liveNext)
+		;
+	if (*pp)
+		*pp = c->liveNext;
+	c->live = 0;
+	pthread_rwlock_unlock(&live_lock);
+}
+
+/*
+ * 1 if the peer threads' memory may be touched now: every one is still
+ * registered, and live_lock is read-held until peers_out() (never
+ * across a wait: a rank that withdraws waits for it).  0 if one has
+ * withdrawn (said in the log).  Without peer threads, 1 and no lock.
+ */
+static int peers_in(const struct cop *o)
+{
+	const struct coll *c = o->c, *e;
+
+	if (!c->threadPeers)
+		return 1;
+	pthread_rwlock_rdlock(&live_lock);
+	for (int p = 0; p < c->n; p++) {
+		const struct ddesc *d = &c->dx[p].d;
+
+		if (p == c->rank || !mlap2p_same_process(c->comm, p))
+			continue;
+		for (e = live_head; e; e = e->liveNext)
+			if ((uintptr_t)&e->sync == d->addrSync &&
+			    e->serial == d->serial)
+				break;
+		if (!e) {
+			pthread_rwlock_unlock(&live_lock);
+			WARN("%s: rank %d: rank %d withdrew its buffers (aborted, or its call failed)",
+			     o->fn, c->rank, p);
+			return 0;
+		}
+	}
+	return 1;
+}
+
+static void peers_out(const struct cop *o)
+{
+	if (o->c->threadPeers)
+		pthread_rwlock_unlock(&live_lock);
+}
+
 /* Are @o's buffers regions the peers can map (DIRECT_MAP)?  Can they
  * reach them by address (DIRECT_CMA)?  Fills our c->dx entry. */
 int direct_offer(struct cop *o)
@@ -92,7 +191,9 @@ int direct_offer(struct cop *o)
 	d->addrIn = (uintptr_t)o->in;
 	d->addrOut = (uintptr_t)o->out;
 	d->addrSync = (uintptr_t)&c->sync;
-	if (c->cmaState >= 0 && c->cmaMin &&
+	d->serial = c->serial;
+	/* Withdrawn after a failure: the peer threads could not reach us. */
+	if (c->cmaState >= 0 && c->cmaMin && (c->live || !c->threadPeers) &&
 	    (bytes >= c->cmaMin || (o->algo == ALGO_ONESHOT &&
 				    (o->in == o->out || c->cmaThreads))))
 		ways = DIRECT_CMA;
@@ -470,12 +571,15 @@ static int cma_probe(struct cop *o)
 	char byte;
 	int p, ret = 0;
 
+	if (!peers_in(o))
+		return -ECANCELED;
 	for (p = 0; p < c->n && !ret; p++)
 		if (p != c->rank)
 			ret = mlap2p_peer_copy(c->api, p, c->dx[p].d.addrIn,
 					       &byte, 1, 0);
 	c->dx[c->rank].ok = (uint64_t)(uint32_t)-ret;
 	direct_release(o, 0);	/* our reads before the word */
+	peers_out(o);
 	return direct_swap(o, offsetof(struct dpeer, ok), sizeof(uint64_t));
 }
 
@@ -515,7 +619,7 @@ int direct_progress(struct cop *o, int *moved)
 	struct coll *c = o->c;
 	size_t sub = DIRECT_SUB / o->es, step = DIRECT_STEP / o->es;
 	uint64_t seq = o->hdr[0] >> 32;
-	int ret, p;
+	int ret, p, held = 0;	/* peers_in() */
 
 	switch (o->dstate) {
 	case 0:		/* the handles */
@@ -525,9 +629,13 @@ int direct_progress(struct cop *o, int *moved)
 		if (o->direct == DIRECT_MAP) {
 			o->derr = direct_map_all(o);
 		} else {
+			if (!peers_in(o))
+				return -ECANCELED;
+			held = 1;
 			direct_acquire(o, 1);
 			o->derr = cma_check_all(o);
 			if (!c->cmaState) {
+				peers_out(o);
 				ret = cma_probe(o);
 				if (ret)
 					return ret;
@@ -542,6 +650,9 @@ int direct_progress(struct cop *o, int *moved)
 			size_t n = o->dend - o->dnext < step ?
 				   o->dend - o->dnext : step;
 
+			if (!held && !peers_in(o))
+				return -ECANCELED;
+			held = 1;
 			ret = n ? cma_reduce(o, o->dnext, n) : 0;
 			if (ret) {
 				o->derr = ret;
@@ -564,6 +675,8 @@ int direct_progress(struct cop *o, int *moved)
 			 * thread (a non-blocking all-reduce): fence our
 			 * streaming stores here, once per step. */
 			mlap2p_copy_fence();
+			if (held)
+				peers_out(o);
 			return 0;
 		}
 		/* Our stores into the peers' outputs before the words that
@@ -573,6 +686,8 @@ int direct_progress(struct cop *o, int *moved)
 		mlap2p_copy_fence();
 		atomic_thread_fence(memory_order_seq_cst);
 		direct_release(o, 0);
+		if (held)
+			peers_out(o);
 		c->dx[c->rank].fin = seq | (uint64_t)(uint32_t)-o->derr << 32;
 		ret = direct_swap(o, offsetof(struct dpeer, fin),
 				  sizeof(uint64_t));

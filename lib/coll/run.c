@@ -34,6 +34,10 @@ int fail(struct cop *o, int err)
 	char prev[1024];
 
 	ring_orphan_all(o);
+	/* Our addresses may be out: the peer threads must let go of them
+	 * before our caller has the buffers back. */
+	if (o->direct == DIRECT_CMA)
+		direct_live_del(o->c);
 	if (err != -EPROTO && err != -EINVAL) {
 		snprintf(prev, sizeof(prev), "%s", mlap2p_last_error());
 		WARN("%s: rank %d: collective #%u failed: %s%s%s", o->fn,

@@ -66,6 +66,8 @@ static void coll_free(struct ncclComm *comm)
 
 	if (!c)
 		return;
+	/* No peer thread touches our buffers or c after this. */
+	direct_live_del(c);
 	/* dpFree ran first: every request is complete; free what a failed
 	 * collective left. */
 	for (i = 0; i < c->norphans; i++)
@@ -267,6 +269,8 @@ struct coll *coll_get(struct mlap2p_comm *api, int *err)
 			c->cmaState = -1;
 		if (p != c->rank && !mlap2p_same_process(comm, p))
 			c->cmaThreads = 0;
+		else if (p != c->rank)
+			c->threadPeers = 1;
 	}
 	if (!ret) {
 		ret = mlap2p_env_timeout("MLAP2P_PEER_TIMEOUT", 5000,
@@ -308,6 +312,8 @@ struct coll *coll_get(struct mlap2p_comm *api, int *err)
 		*err = ret;
 		return NULL;
 	}
+	if (c->threadPeers)
+		direct_live_add(c);
 	comm->coll = c;
 	comm->collFree = coll_free;
 	comm->collDump = coll_dump;
