@@ -369,6 +369,13 @@ def test_groups(c, rank, n, gloo):
     c.say("new_group: even ranks, one rank, all ranks (split)")
 
 
+def self_split(rank, n):
+    """2n elements, 3 of them to this rank itself, 1 to the next."""
+    s = [2] * n
+    s[rank], s[(rank + 1) % n] = 3, 1
+    return s
+
+
 def test_errors(c, rank, n, gloo):
     for bad, what in [
         (lambda: dist.all_reduce(torch.zeros(2, dtype=torch.int16)),
@@ -380,6 +387,12 @@ def test_errors(c, rank, n, gloo):
                                  op=R.AVG), "AVG is not defined on bool"),
         (lambda: dist._all_gather_base(torch.zeros(3), torch.zeros(2)),
          "_allgather_base: output has 3"),
+        # Used to fail inside the operation and abort the communicator.
+        (lambda: dist.all_to_all_single(*(2 * [torch.zeros(2 * n)])),
+         "input and output share storage"),
+        (lambda: dist.all_to_all_single(
+            torch.zeros(2 * n), torch.zeros(2 * n), self_split(rank, n),
+            [2] * n), "sends itself 2 elements but expects 3"),
     ]:
         try:
             bad()

@@ -816,6 +816,14 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupMlap2p::alltoall_base(
   TORCH_CHECK(!equal || input.numel() == output.numel(),
               "mlap2p: alltoall_base: input has ", input.numel(),
               " elements, output ", output.numel());
+  // Checked here, before any rank is waited for: a failure inside the
+  // operation would abort the communicator.
+  TORCH_CHECK(!input.is_alias_of(output),
+              "mlap2p: alltoall_base: input and output share storage "
+              "(all-to-all has no in-place form)");
+  TORCH_CHECK(equal || rcount[rank_] == scount[rank_],
+              "mlap2p: alltoall_base: rank ", rank_, " sends itself ",
+              scount[rank_], " elements but expects ", rcount[rank_]);
   at::Tensor in = dense(input);
   at::Tensor out = output;
   at::Tensor obuf = dense(output);
@@ -834,9 +842,6 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupMlap2p::alltoall_base(
                              kStream),
                 comm);
         } else {
-          TORCH_CHECK(rcount[rank_] == scount[rank_],
-                      "mlap2p: alltoall_base: rank ", rank_, " sends itself ",
-                      scount[rank_], " elements but expects ", rcount[rank_]);
           std::memcpy(d + roff[rank_] * es, s + soff[rank_] * es,
                       scount[rank_] * es);
           check("alltoall_base", ncclGroupStart(), comm);
