@@ -2272,6 +2272,54 @@ TEST_F_TIMEOUT(solo, nonblocking_pending_at_abort_processes, 60)
 	ASSERT_EQ(0, job_run(&j, 50));
 }
 
+/*
+ * Two non-blocking all-reduces on 4 processes whose rank 3 dies: the
+ * first fails, leaving its requests to the communicator, and the second
+ * has started when the survivors abort.  coll_free() freed the first
+ * one's requests, then, ending the second, freed them again with its
+ * own (a double free).
+ */
+static int nb_dead_body(struct job *j, int rank, struct mlap2p_comm *comm)
+{
+	static float b[3][1 << 16];
+	struct mlap2p_request *r[2] = { NULL, NULL };
+	int ret;
+
+	if (mlap2p_all_reduce(comm, b[0], b[0], 1 << 16, MLAP2P_FLOAT32,
+			      MLAP2P_SUM))
+		return 130;
+	if (rank == j->n - 1) {
+		usleep(300 * 1000);
+		_exit(0);
+	}
+	if (mlap2p_iall_reduce(comm, b[1], b[1], 1 << 16, MLAP2P_FLOAT32,
+			       MLAP2P_SUM, &r[0]) ||
+	    mlap2p_iall_reduce(comm, b[2], b[2], 1 << 16, MLAP2P_FLOAT32,
+			       MLAP2P_MAX, &r[1]))
+		return 131;
+	ret = mlap2p_request_wait(&r[0]);
+	if (ret != -ECONNRESET || !strstr(mlap2p_last_error(), "rank 3")) {
+		fprintf(stderr, "# rank %d: want -ECONNRESET naming rank 3, got %d: %s\n",
+			rank, ret, mlap2p_last_error());
+		return 132;
+	}
+	mlap2p_comm_abort(comm);
+	ret = mlap2p_request_wait(&r[1]);
+	if (ret != -ECANCELED && ret != -ECONNRESET) {
+		fprintf(stderr, "# rank %d: the second: %d\n", rank, ret);
+		return GONE + 133;
+	}
+	return GONE;
+}
+
+TEST_F_TIMEOUT(solo, nonblocking_dead_peer_then_abort, 60)
+{
+	struct job j = { .n = 4, .fn = nb_dead_body };
+
+	setenv("MLAP2P_PEER_TIMEOUT", "1s", 1);
+	ASSERT_EQ(0, job_run(&j, 50));
+}
+
 TEST_F_TIMEOUT(solo, nonblocking_threads_3, 60)
 {
 	struct job j = { .n = 3, .threads = 1, .fn = nb_body };

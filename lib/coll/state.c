@@ -72,6 +72,7 @@ static void coll_free(struct ncclComm *comm)
 	 * collective left. */
 	for (i = 0; i < c->norphans; i++)
 		free(c->orphans[i]);
+	c->norphans = 0;	/* the pending ones' go in the same array */
 	/* Unfinished non-blocking ones: their requests are the caller's,
 	 * ended as cancelled (as the data plane's are), so that a wait
 	 * after the abort or destroy frees them; the ops go. */
