@@ -92,8 +92,8 @@ static pthread_once_t live_once = PTHREAD_ONCE_INIT;
 static struct coll *live_head;		/* under live_lock */
 static uint64_t live_serial;		/* under live_lock's write side */
 
-/* A rank that withdraws waits at most one block copy, not for readers
- * that keep coming. */
+/* A rank that withdraws waits for the step in progress, not for
+ * readers that keep coming. */
 static void live_init(void)
 {
 	pthread_rwlockattr_t a;
