@@ -68,25 +68,21 @@ static void coll_free(struct ncclComm *comm)
 		return;
 	/* No peer thread touches our buffers or c after this. */
 	direct_live_del(c);
-	/* dpFree ran first: every request is complete; free what a failed
-	 * collective left. */
-	for (i = 0; i < c->norphans; i++)
-		free(c->orphans[i]);
-	c->norphans = 0;	/* the pending ones' go in the same array */
 	/* Unfinished non-blocking ones: their requests are the caller's,
 	 * ended as cancelled (as the data plane's are), so that a wait
-	 * after the abort or destroy frees them; the ops go. */
+	 * after the abort or destroy frees them; the ops go, their data
+	 * plane requests join those failed collectives left. */
 	while (c->pendHead) {
 		struct nbop *nb = c->pendHead;
 
 		c->pendHead = nb->next;
 		mlap2p_request_ext_done(nb->req, -ECANCELED);
 		ring_orphan_all(&nb->o);
-		for (i = 0; i < c->norphans; i++)
-			free(c->orphans[i]);
-		c->norphans = 0;
 		free(nb);
 	}
+	/* dpFree ran first: every one of those is complete. */
+	for (i = 0; i < c->norphans; i++)
+		free(c->orphans[i]);
 	free(c->orphans);
 	free(c->fast);
 	free(c->dx);
