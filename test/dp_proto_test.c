@@ -776,6 +776,70 @@ TEST(simple_size_mismatch)
 	wire_fini(&w);
 }
 
+/*
+ * link->stepMin (the data plane sets it where a system call is dear):
+ * with 128 KiB steps and stepMin 32 KiB a message of fewer than 8 steps
+ * takes them halved, down to 32 KiB: 0 to 512 KiB - 1 bytes in 32 KiB,
+ * 512 KiB to 1 MiB - 1 in 64 KiB, 1 MiB on in 128 KiB; a step that
+ * is no power of two halves the same way (100 KiB to 50 KiB, not below
+ * stepMin); stepMin 0 never.  Then each size through the FIFO, the two
+ * ends progressed by this thread: every byte and the byte after it
+ * checked, the step both ends took and their count exact.
+ */
+TEST(simple_step_halves_below_eight_steps)
+{
+	static const struct { size_t bytes, step; } cases[] = {
+		{ 0, 32 * KiB }, { 1, 32 * KiB }, { 128 * KiB, 32 * KiB },
+		{ 256 * KiB + 8, 32 * KiB }, { 512 * KiB - 1, 32 * KiB },
+		{ 512 * KiB, 64 * KiB }, { MiB - 1, 64 * KiB },
+		{ MiB, 128 * KiB }, { 3 * MiB + 5, 128 * KiB },
+	};
+	struct mlap2p_link l = { .buffSizes = { 0, 0, 8 * 128 * KiB },
+				 .stepMin = 32 * KiB };
+	char *src = malloc(3 * MiB + 6), *dst = malloc(3 * MiB + 6);
+	struct wire w;
+	unsigned int i;
+
+	ASSERT_NE(NULL, src);
+	ASSERT_NE(NULL, dst);
+	for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
+		EXPECT_EQ(cases[i].step, mlap2p_simple_step(&l, cases[i].bytes))
+			TH_LOG("%zu bytes", cases[i].bytes);
+	l.buffSizes[NCCL_PROTO_SIMPLE] = 8 * 100 * KiB;
+	EXPECT_EQ(50 * KiB, mlap2p_simple_step(&l, 100 * KiB));
+	l.stepMin = 0;
+	EXPECT_EQ(100 * KiB, mlap2p_simple_step(&l, 100 * KiB));
+
+	ASSERT_EQ(0, wire_init(&w, 8 * KiB, 16 * KiB, 8 * 128 * KiB, 0, 0));
+	w.slink.stepMin = w.rlink.stepMin = 32 * KiB;
+	for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		size_t n = cases[i].bytes;
+		struct mlap2p_op r = {
+			.link = &w.rlink, .proto = NCCL_PROTO_SIMPLE,
+			.buf = dst, .bytes = n,
+		};
+		struct mlap2p_op snd = {
+			.link = &w.slink, .proto = NCCL_PROTO_SIMPLE,
+			.send = 1, .buf = src, .bytes = n,
+		};
+		struct mlap2p_op *ops[2] = { &r, &snd };
+		uint64_t steps = n ? (n + cases[i].step - 1) / cases[i].step : 1;
+
+		fill(src, n + 1, i + 1);
+		memset(dst, 0, n + 1);
+		EXPECT_EQ(0, run_ops(ops, 2)) TH_LOG("%zu bytes", n);
+		EXPECT_EQ(0, memcmp(src, dst, n)) TH_LOG("%zu bytes", n);
+		EXPECT_EQ(0, dst[n]) TH_LOG("%zu bytes", n);
+		EXPECT_EQ(cases[i].step, r.perStep) TH_LOG("%zu bytes", n);
+		EXPECT_EQ(cases[i].step, snd.perStep) TH_LOG("%zu bytes", n);
+		EXPECT_EQ(steps, r.steps) TH_LOG("%zu bytes", n);
+		EXPECT_EQ(steps, snd.steps) TH_LOG("%zu bytes", n);
+	}
+	wire_fini(&w);
+	free(src);
+	free(dst);
+}
+
 /* ---- single copy by address (cross-memory attach) ---------------------- */
 
 /* Move one message with both ends progressed by this thread. */

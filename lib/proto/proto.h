@@ -264,6 +264,10 @@ struct mlap2p_link {
 	struct ncclConnInfo *conn;	/* wired by the connect path */
 	size_t buffSizes[NCCL_NUM_PROTOCOLS];
 	size_t chunkSize;		/* SIMPLE bytes per step; 0 = stepSize */
+	size_t stepMin;			/* SIMPLE: a message of fewer than
+					 * MLAP2P_SIMPLE_STEPS_MIN such steps
+					 * takes steps halved down to this
+					 * (mlap2p_simple_step()); 0 = never */
 	size_t ntMin;			/* SIMPLE messages of at least this many
 					 * bytes go into the receive buffer with
 					 * mlap2p_copy_nt(); 0 = never */
@@ -569,6 +573,26 @@ static inline size_t mlap2p_proto_step_bytes(const struct mlap2p_link *link,
 		return step;
 	}
 	return 0;
+}
+
+/*
+ * SIMPLE payload bytes per step for a message of @bytes on @link: the
+ * step halved while the message has fewer than MLAP2P_SIMPLE_STEPS_MIN
+ * steps, down to link->stepMin, so that the two cores' copies overlap
+ * for more of it (docs/performance.md, issue 19).  A function of the size
+ * alone, which both ends know and the receiver checks.
+ */
+#define MLAP2P_SIMPLE_STEPS_MIN	8
+
+static inline size_t mlap2p_simple_step(const struct mlap2p_link *link,
+					size_t bytes)
+{
+	size_t step = mlap2p_proto_step_bytes(link, NCCL_PROTO_SIMPLE);
+
+	while (link->stepMin && step / 2 >= link->stepMin &&
+	       step > bytes / MLAP2P_SIMPLE_STEPS_MIN)
+		step /= 2;
+	return step;
 }
 
 /*

@@ -180,7 +180,7 @@ int mlap2p_simple_start(struct mlap2p_op *op)
 	struct ncclConnInfo *conn = op->link->conn;
 	int way;
 
-	op->perStep = mlap2p_proto_step_bytes(op->link, NCCL_PROTO_SIMPLE);
+	op->perStep = mlap2p_simple_step(op->link, op->bytes);
 	if (!op->perStep || op->perStep >= INT32_MAX ||
 	    !conn->buffs[NCCL_PROTO_SIMPLE])
 		return -EINVAL;
