@@ -121,6 +121,7 @@ int mlap2p_fill_peer_info(struct ncclComm *comm, struct ncclPeerInfo *info)
 		     mlap2p_topo_cores_per_node(&comm->rt->topo);
 	info->rtKind = comm->rt->kind;
 	info->netHash = mlap2p_net_provider_hash();
+	info->syscallNs = mlap2p_syscall_ns();
 	/* Which node this host is does not change who reaches whom. */
 	cfg.node = 0;
 	h = mlap2p_hash(&cfg, sizeof(cfg), info->rtKind);

@@ -40,6 +40,10 @@ int64_t mlap2p_now_ms(void);
 /* Start time of @pid in clock ticks since boot (/proc/pid/stat field 22);
  * -ESRCH when it is gone or a zombie. */
 int mlap2p_proc_start_time(pid_t pid, uint64_t *ticks);
+/* What a system call costs here, in ns: the fastest of a few reads of 64
+ * bytes of this process by process_vm_readv(2), getppid(2) where that is
+ * refused. */
+uint32_t mlap2p_syscall_ns(void);
 /* getrandom() that never fails short; 0 or -errno. */
 int mlap2p_random(void *buf, size_t len);
 /* Constant-time memcmp: 0 when equal. */

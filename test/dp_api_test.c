@@ -127,6 +127,9 @@ static void env_defaults(void)
 	setenv("NCCL_LL128_BUFFSIZE", "60K", 1);
 	setenv("NCCL_BUFFSIZE", "256K", 1);
 	setenv("MLAP2P_CHUNKSIZE", "16K", 1);
+	/* MLAP2P_CMA=auto's limits for cheap system calls, whatever this
+	 * machine's cost: cma_auto_dear_syscalls sets the other class. */
+	setenv("MLAP2P_CMA_SYSCALL_NS", "4294967295", 1);
 }
 
 static int rank_run(struct job *j, int rank)
@@ -1316,6 +1319,67 @@ TEST_F_TIMEOUT(solo, cma_auto_exchanges_agree, 150)
 }
 
 /*
+ * MLAP2P_CMA=auto where a system call is dear (MLAP2P_CMA_SYSCALL_NS=0
+ * makes every link so; issue 19), steps of 128 KiB: in an exchange a
+ * plain buffer of 256 KiB up to below 8 MiB goes sender first, on both
+ * links of both ranks (256 KiB, 1 MiB + 13, 8 MiB - 1), smaller and larger
+ * ones through the FIFO (256 KiB - 1, 128 KiB + 7, 40000, 8 MiB), those of
+ * fewer than 8 steps in halved ones; one way all six sizes through the
+ * FIFO, none split.  Limits the environment gives still win: with
+ * MLAP2P_CMA_MIN=8K all but 8 MiB in the exchange, with
+ * MLAP2P_CMA_ONEWAY_MAX=32M one way the three of 256 KiB or more, each
+ * split (more than one step); MLAP2P_CMA_SYSCALL_NS=4294967295 gives the
+ * cheap class's limits (one way: five, the three longer than a step split).  Every byte checked;
+ * none single copy where the system refuses cross-memory attach.
+ */
+TEST_F_TIMEOUT(solo, cma_auto_dear_syscalls, 300)
+{
+	static const struct {
+		const char *var, *val;	/* set for the case alone */
+		int exchange, recvFirst, direct, split;
+	} cases[] = {
+		{ NULL, NULL, 1, 0, 3, 0 }, { NULL, NULL, 1, 1, 3, 0 },
+		{ NULL, NULL, 0, 0, 0, 0 },
+		{ "MLAP2P_CMA_ONEWAY_MAX", "32M", 0, 0, 3, 3 },
+		{ "MLAP2P_CMA_MIN", "8K", 1, 0, 6, 0 },
+		{ "MLAP2P_CMA_SYSCALL_NS", "4294967295", 0, 0, 5, 3 },
+	};
+	struct xchg_arg x = {
+		.sizes = { 256 * KiB - 1, 256 * KiB, 128 * KiB + 7, MiB + 13,
+			   40000, 8 * MiB - 1, 8 * MiB },
+		.n = 7,
+	};
+	struct cma_arg o = {
+		.sizes = { 8 * KiB - 1, 8 * KiB, 64 * KiB + 3, 256 * KiB + 1,
+			   MiB - 1, 3 * MiB + 5 },
+		.n = 6,
+	};
+	struct job j = { .n = 2, .cores = { 0, 4 } };
+	int can = t_cma_between_siblings();
+	unsigned int i;
+
+	for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		setenv("MLAP2P_CMA_SYSCALL_NS", "0", 1);
+		setenv("NCCL_BUFFSIZE", "1M", 1);
+		setenv("MLAP2P_CHUNKSIZE", "128K", 1);
+		if (cases[i].var)
+			setenv(cases[i].var, cases[i].val, 1);
+		x.recvFirst = cases[i].recvFirst;
+		x.direct = can ? cases[i].direct : 0;
+		o.direct = x.direct;
+		o.split = can ? cases[i].split : 0;
+		j.fn = cases[i].exchange ? xchg_body : cma_body;
+		j.arg = cases[i].exchange ? (void *)&x : (void *)&o;
+		EXPECT_EQ(0, job_run(&j, 80))
+			TH_LOG("case %u: %s=%s", i, cases[i].var ? cases[i].var : "",
+			       cases[i].val ? cases[i].val : "");
+		if (cases[i].var)
+			unsetenv(cases[i].var);
+		env_defaults();
+	}
+}
+
+/*
  * From MLAP2P_CMA_MAX (64 MiB; here 8 MiB) auto takes the FIFO in an exchange
  * (8 MiB, 9 MiB + 3; and one byte less goes by cross-memory attach);
  * MLAP2P_CMA=1 takes cross-memory attach for all, and MLAP2P_CMA_MAX=0
@@ -1484,6 +1548,10 @@ TEST_F_TIMEOUT(solo, cma_settings_checked, 60)
 		{ "MLAP2P_CMA_ONEWAY_MAX", "1M", 0 },
 		{ "MLAP2P_CMA_ONEWAY_MAX", "0", 0 },
 		{ "MLAP2P_CMA_ONEWAY_MAX", "far", -EINVAL },
+		{ "MLAP2P_CMA_SYSCALL_NS", "0", 0 },
+		{ "MLAP2P_CMA_SYSCALL_NS", "4294967295", 0 },
+		{ "MLAP2P_CMA_SYSCALL_NS", "4294967296", -EINVAL },
+		{ "MLAP2P_CMA_SYSCALL_NS", "dear", -EINVAL },
 		{ "MLAP2P_NT_MIN", "8M", 0 }, { "MLAP2P_NT_MIN", "0", 0 },
 		{ "MLAP2P_NT_MIN", "fast", -EINVAL },
 	};

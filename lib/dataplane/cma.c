@@ -25,6 +25,10 @@
  *   receiver reads from the back, so both cores copy it once;
  * - larger ones through the FIFO.
  *
+ * Those are the limits where a system call is cheap; where it is dear at
+ * either end of the link, exchanges of 256 KiB to 8 MiB go sender first
+ * and everything else through the FIFO (dp_cma_limits()).
+ *
  * On the Intel guest measured this beat vader's single read one way
  * (0.6-0.7x its time from 256 KiB to 64 MiB) and met it in exchanges,
  * where the FIFO lost by 1.5-2x; on the AMD guest the FIFO ran from 3x
@@ -44,7 +48,7 @@ static int dp_exchange(const struct dp *dp)
 	for (k = dp->active; k; k = k->activeNext)
 		for (op = k->qhead; op; op = op->next)
 			if (!op->send && op->proto == NCCL_PROTO_SIMPLE &&
-			    op->bytes >= dp->cmaMin)
+			    op->bytes >= k->cmaMin)
 				return 1;
 	return 0;
 }
@@ -65,14 +69,14 @@ int dp_publish(void *arg, const void *buf, size_t bytes)
 	struct dp_link *k = arg;
 	const struct dp *dp = k->dp;
 
-	if (!k->cma || bytes < dp->cmaMin)
+	if (!k->cma || bytes < k->cmaMin)
 		return MLAP2P_SEND_OFFER;
 	if (!dp->cmaAuto)
 		return dp_plain(k, buf) ? MLAP2P_SEND_PULL : MLAP2P_SEND_OFFER;
 	if (dp_exchange(dp))
-		return bytes < dp->cmaMax && dp_plain(k, buf) ?
+		return bytes < k->cmaMax && dp_plain(k, buf) ?
 		       MLAP2P_SEND_PULL : MLAP2P_SEND_FIFO;
-	if (bytes >= dp->cmaOneWayMax)
+	if (bytes >= k->cmaOneWayMax)
 		return MLAP2P_SEND_FIFO;
 	return bytes <= dp->chunk && dp_plain(k, buf) ? MLAP2P_SEND_PULL :
 							 MLAP2P_SEND_OFFER;
@@ -96,8 +100,8 @@ int dp_describe(void *arg, const void *buf, size_t bytes,
 	 * system call and handshake (docs/performance.md).  Auto: only
 	 * below cmaOneWayMax, where the sender may take it (dp_publish);
 	 * a sender that goes sender first takes the offer back unused. */
-	if (!k->cma || bytes < k->dp->cmaMin ||
-	    (k->dp->cmaAuto && bytes >= k->dp->cmaOneWayMax))
+	if (!k->cma || bytes < k->cmaMin ||
+	    (k->dp->cmaAuto && bytes >= k->cmaOneWayMax))
 		return 0;
 	x->offset = (uintptr_t)buf;
 	return MLAP2P_DESCRIBE_ADDR;

@@ -52,6 +52,15 @@
 #define DP_CMA_MIN		(8UL << 10)	/* cross-memory attach from */
 #define DP_CMA_MAX		(64UL << 20)	/* auto, exchange: sender first below */
 #define DP_CMA_ONEWAY_MAX	(32UL << 20)	/* auto, one way: single copy below */
+/* Auto where a system call costs DP_CMA_SYSCALL_NS or more at either end
+ * of a link: exchanges of DP_DEAR_CMA_MIN to DP_DEAR_CMA_MAX by cross-
+ * memory attach, one way the FIFO. */
+#define DP_CMA_SYSCALL_NS	1000
+#define DP_DEAR_CMA_MIN		(256UL << 10)
+#define DP_DEAR_CMA_MAX		(8UL << 20)
+#define DP_DEAR_CMA_ONEWAY_MAX	0UL
+#define DP_DEAR_STEP_MIN	(32UL << 10)	/* link->stepMin there */
+#define DP_UNSET		UINT64_MAX	/* a size the environment left */
 #define DP_NT_MIN		MLAP2P_NT_MIN_DEFAULT	/* streaming copy-out from */
 #define DP_SMALL_MAX		MLAP2P_LL128_SMALL	/* dp_small() up to this */
 #define DP_PEER_TIMEOUT_MS	5000
@@ -74,6 +83,9 @@ struct dp_link {
 	int peerChecked;		/* write_peer: 1 pid verified, -1 not */
 	int pidfd;			/* the peer's process, or -1 */
 	uint64_t cmaNext;		/* where the message's next step goes */
+	/* struct dp's limits of the same names, or where the environment
+	 * left them, those for the link's cost of a system call. */
+	uint64_t cmaMin, cmaMax, cmaOneWayMax;
 	unsigned int usable;		/* protocols these buffers carry */
 	int small;			/* dp_small() fits: 1 LL, 2 LL128 */
 	/* dp_small() takes LL messages of [0, llEnd) bytes and LL128 ones of
@@ -95,9 +107,12 @@ struct dp {
 	int noDirect;
 	int noCma;
 	int cmaAuto;			/* by size, one way or exchange */
+	/* The environment's, DP_UNSET where it is silent: dp_cma_limits(). */
 	uint64_t cmaMin;		/* smaller messages: the FIFO */
 	uint64_t cmaMax;		/* auto, exchange: from this, the FIFO */
 	uint64_t cmaOneWayMax;		/* auto, one way: from this, the FIFO */
+	uint64_t cmaSyscallNs;		/* auto: dear system calls from this */
+	int dearLogged;
 	uint64_t ntMin;			/* link->ntMin */
 	int noPull;
 	long peerTimeoutMs, liveEveryMs;

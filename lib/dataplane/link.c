@@ -78,14 +78,17 @@ static int dp_params(struct dp *dp)
 		return ret;
 	dp->noCma = mode == 0;
 	dp->cmaAuto = mode == 2;
-	ret = mlap2p_env_size("MLAP2P_CMA_MIN", 0, 1ULL << 40, DP_CMA_MIN,
+	ret = mlap2p_env_size("MLAP2P_CMA_MIN", 0, 1ULL << 40, DP_UNSET,
 			      &dp->cmaMin);
 	if (!ret)
 		ret = mlap2p_env_size("MLAP2P_CMA_MAX", 0, 1ULL << 40,
-				      DP_CMA_MAX, &dp->cmaMax);
+				      DP_UNSET, &dp->cmaMax);
 	if (!ret)
 		ret = mlap2p_env_size("MLAP2P_CMA_ONEWAY_MAX", 0, 1ULL << 40,
-				      DP_CMA_ONEWAY_MAX, &dp->cmaOneWayMax);
+				      DP_UNSET, &dp->cmaOneWayMax);
+	if (!ret)
+		ret = mlap2p_env_size("MLAP2P_CMA_SYSCALL_NS", 0, UINT32_MAX,
+				      DP_CMA_SYSCALL_NS, &dp->cmaSyscallNs);
 	if (ret)
 		return ret;
 	ret = mlap2p_env_size("MLAP2P_NT_MIN", 0, 1ULL << 40, DP_NT_MIN,
@@ -224,6 +227,45 @@ static void dp_prefault(const struct dp_link *k)
 
 /* The link of (@peer, @send) on the lowest connected channel, built on
  * first use; @quiet: no WARN if unconnected. */
+/*
+ * MLAP2P_CMA=auto's limits for @k.  Where a system call is dear (1.6 us
+ * on the AMD guest of issue 19, whose kernel isolates its page tables
+ * without PCID), it and the handshake cost more than the FIFO's second
+ * copy below 256 KiB, one way the FIFO's two pipelined copies beat a
+ * single copy at every size, and from 8 MiB the FIFO matches it in an
+ * exchange too (docs/performance.md).  The cost is the larger of the two
+ * ends' (ncclPeerInfo.syscallNs, measured once at init), so the two ends
+ * of a link agree; the environment's limits win over either default.
+ */
+static void dp_cma_limits(struct dp *dp, struct dp_link *k)
+{
+	const struct ncclComm *comm = dp->comm;
+	uint32_t ns = comm->peerInfo[comm->rank].syscallNs;
+	int dear;
+
+	if (comm->peerInfo[k->l.peer].syscallNs > ns)
+		ns = comm->peerInfo[k->l.peer].syscallNs;
+	dear = dp->cmaAuto && k->cma && ns >= dp->cmaSyscallNs;
+	k->cmaMin = dp->cmaMin != DP_UNSET ? dp->cmaMin :
+		    dear ? DP_DEAR_CMA_MIN : DP_CMA_MIN;
+	k->cmaMax = dp->cmaMax != DP_UNSET ? dp->cmaMax :
+		    dear ? DP_DEAR_CMA_MAX : DP_CMA_MAX;
+	k->cmaOneWayMax = dp->cmaOneWayMax != DP_UNSET ? dp->cmaOneWayMax :
+			  dear ? DP_DEAR_CMA_ONEWAY_MAX : DP_CMA_ONEWAY_MAX;
+	/* The FIFO then carries messages of every size one way: those of a
+	 * few steps pipeline better in smaller ones. */
+	k->l.stepMin = dear ? DP_DEAR_STEP_MIN : 0;
+	if (dear && !dp->dearLogged) {
+		dp->dearLogged = 1;
+		INFO(NCCL_P2P, "rank %d: a system call costs %u ns (the dearer of this rank and rank %d; MLAP2P_CMA_SYSCALL_NS %llu): cross-memory attach from %llu to %llu bytes in an exchange, below %llu one way",
+		     comm->rank, ns, k->l.peer,
+		     (unsigned long long)dp->cmaSyscallNs,
+		     (unsigned long long)k->cmaMin,
+		     (unsigned long long)k->cmaMax,
+		     (unsigned long long)k->cmaOneWayMax);
+	}
+}
+
 struct dp_link *dp_link(struct dp *dp, int peer, int send, int *err,
 			int quiet)
 {
@@ -327,6 +369,7 @@ struct dp_link *dp_link_on(struct dp *dp, int ch, int peer, int send,
 		 comm->peerInfo[comm->rank].hostHash;
 	if (dp->noPull)
 		k->l.flags |= MLAP2P_LINK_NOPULL;
+	dp_cma_limits(dp, k);
 	k->l.abortFlag = &comm->abortFlag;
 	k->l.describe = dp_describe;
 	k->l.resolve = dp_resolve;

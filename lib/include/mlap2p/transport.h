@@ -53,6 +53,7 @@ struct ncclPeerInfo {
 	uint32_t rtKind;	/* runtime backend (1 kmod, 2 host) */
 	uint32_t topoHash;	/* fingerprint of the locality configuration */
 	uint64_t netHash;	/* NET: its libfabric provider's name, 0 none */
+	uint32_t syscallNs;	/* what a system call costs there, ns */
 };
 
 /* The bootstrap exchange unit: one per connection, n << 7 bytes for n. */
