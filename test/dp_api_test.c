@@ -1321,15 +1321,16 @@ TEST_F_TIMEOUT(solo, cma_auto_exchanges_agree, 150)
 /*
  * MLAP2P_CMA=auto where a system call is dear (MLAP2P_CMA_SYSCALL_NS=0
  * makes every link so; issue 19), steps of 128 KiB: in an exchange a
- * plain buffer of 256 KiB up to below 8 MiB goes sender first, on both
- * links of both ranks (256 KiB, 1 MiB + 13, 8 MiB - 1), smaller and larger
- * ones through the FIFO (256 KiB - 1, 128 KiB + 7, 40000, 8 MiB), those of
- * fewer than 8 steps in halved ones; one way all six sizes through the
- * FIFO, none split.  Limits the environment gives still win: with
- * MLAP2P_CMA_MIN=8K all but 8 MiB in the exchange, with
- * MLAP2P_CMA_ONEWAY_MAX=32M one way the three of 256 KiB or more, each
- * split (more than one step); MLAP2P_CMA_SYSCALL_NS=4294967295 gives the
- * cheap class's limits (one way: five, the three longer than a step split).  Every byte checked;
+ * plain buffer of 256 KiB up to below MLAP2P_CMA_MAX (here 16M) goes
+ * sender first, on both links of both ranks (256 KiB, 1 MiB + 13,
+ * 8 MiB - 1, 8 MiB), smaller and larger ones through the FIFO (256 KiB -
+ * 1, 128 KiB + 7, 40000, 16 MiB), those of fewer than 8 steps in halved
+ * ones; one way all six sizes through the FIFO, none split.  Limits the
+ * environment gives still win: with MLAP2P_CMA_MIN=8K all but 16 MiB in
+ * the exchange, with MLAP2P_CMA_ONEWAY_MAX=32M one way the three of
+ * 256 KiB or more, each split (more than one step);
+ * MLAP2P_CMA_SYSCALL_NS=4294967295 gives the cheap class's limits (one
+ * way: five, the three longer than a step split).  Every byte checked;
  * none single copy where the system refuses cross-memory attach.
  */
 TEST_F_TIMEOUT(solo, cma_auto_dear_syscalls, 300)
@@ -1338,16 +1339,16 @@ TEST_F_TIMEOUT(solo, cma_auto_dear_syscalls, 300)
 		const char *var, *val;	/* set for the case alone */
 		int exchange, recvFirst, direct, split;
 	} cases[] = {
-		{ NULL, NULL, 1, 0, 3, 0 }, { NULL, NULL, 1, 1, 3, 0 },
+		{ NULL, NULL, 1, 0, 4, 0 }, { NULL, NULL, 1, 1, 4, 0 },
 		{ NULL, NULL, 0, 0, 0, 0 },
 		{ "MLAP2P_CMA_ONEWAY_MAX", "32M", 0, 0, 3, 3 },
-		{ "MLAP2P_CMA_MIN", "8K", 1, 0, 6, 0 },
+		{ "MLAP2P_CMA_MIN", "8K", 1, 0, 7, 0 },
 		{ "MLAP2P_CMA_SYSCALL_NS", "4294967295", 0, 0, 5, 3 },
 	};
 	struct xchg_arg x = {
 		.sizes = { 256 * KiB - 1, 256 * KiB, 128 * KiB + 7, MiB + 13,
-			   40000, 8 * MiB - 1, 8 * MiB },
-		.n = 7,
+			   40000, 8 * MiB - 1, 8 * MiB, 16 * MiB },
+		.n = 8,
 	};
 	struct cma_arg o = {
 		.sizes = { 8 * KiB - 1, 8 * KiB, 64 * KiB + 3, 256 * KiB + 1,
@@ -1362,6 +1363,7 @@ TEST_F_TIMEOUT(solo, cma_auto_dear_syscalls, 300)
 		setenv("MLAP2P_CMA_SYSCALL_NS", "0", 1);
 		setenv("NCCL_BUFFSIZE", "1M", 1);
 		setenv("MLAP2P_CHUNKSIZE", "128K", 1);
+		setenv("MLAP2P_CMA_MAX", "16M", 1);
 		if (cases[i].var)
 			setenv(cases[i].var, cases[i].val, 1);
 		x.recvFirst = cases[i].recvFirst;
@@ -1375,6 +1377,7 @@ TEST_F_TIMEOUT(solo, cma_auto_dear_syscalls, 300)
 			       cases[i].val ? cases[i].val : "");
 		if (cases[i].var)
 			unsetenv(cases[i].var);
+		unsetenv("MLAP2P_CMA_MAX");
 		env_defaults();
 	}
 }

@@ -26,7 +26,7 @@
  * - larger ones through the FIFO.
  *
  * Those are the limits where a system call is cheap; where it is dear at
- * either end of the link, exchanges of 256 KiB to 8 MiB go sender first
+ * either end of the link, exchanges of 256 KiB to cmaMax go sender first
  * and everything else through the FIFO (dp_cma_limits()).
  *
  * On the Intel guest measured this beat vader's single read one way

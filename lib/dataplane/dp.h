@@ -53,11 +53,10 @@
 #define DP_CMA_MAX		(64UL << 20)	/* auto, exchange: sender first below */
 #define DP_CMA_ONEWAY_MAX	(32UL << 20)	/* auto, one way: single copy below */
 /* Auto where a system call costs DP_CMA_SYSCALL_NS or more at either end
- * of a link: exchanges of DP_DEAR_CMA_MIN to DP_DEAR_CMA_MAX by cross-
- * memory attach, one way the FIFO. */
+ * of a link: exchanges from DP_DEAR_CMA_MIN (to DP_CMA_MAX, as elsewhere)
+ * by cross-memory attach, one way the FIFO. */
 #define DP_CMA_SYSCALL_NS	1000
 #define DP_DEAR_CMA_MIN		(256UL << 10)
-#define DP_DEAR_CMA_MAX		(8UL << 20)
 #define DP_DEAR_CMA_ONEWAY_MAX	0UL
 #define DP_DEAR_STEP_MIN	(32UL << 10)	/* link->stepMin there */
 #define DP_UNSET		UINT64_MAX	/* a size the environment left */

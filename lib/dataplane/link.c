@@ -231,9 +231,10 @@ static void dp_prefault(const struct dp_link *k)
  * MLAP2P_CMA=auto's limits for @k.  Where a system call is dear (1.6 us
  * on the AMD guest of issue 19, whose kernel isolates its page tables
  * without PCID), it and the handshake cost more than the FIFO's second
- * copy below 256 KiB, one way the FIFO's two pipelined copies beat a
- * single copy at every size, and from 8 MiB the FIFO matches it in an
- * exchange too (docs/performance.md).  The cost is the larger of the two
+ * copy below 256 KiB and one way the FIFO's two pipelined copies beat a
+ * single copy at every size; in an exchange from 256 KiB the two cores'
+ * single reads win up to 64 MiB, as where it is cheap
+ * (docs/performance.md).  The cost is the larger of the two
  * ends' (ncclPeerInfo.syscallNs, measured once at init), so the two ends
  * of a link agree; the environment's limits win over either default.
  */
@@ -248,8 +249,7 @@ static void dp_cma_limits(struct dp *dp, struct dp_link *k)
 	dear = dp->cmaAuto && k->cma && ns >= dp->cmaSyscallNs;
 	k->cmaMin = dp->cmaMin != DP_UNSET ? dp->cmaMin :
 		    dear ? DP_DEAR_CMA_MIN : DP_CMA_MIN;
-	k->cmaMax = dp->cmaMax != DP_UNSET ? dp->cmaMax :
-		    dear ? DP_DEAR_CMA_MAX : DP_CMA_MAX;
+	k->cmaMax = dp->cmaMax != DP_UNSET ? dp->cmaMax : DP_CMA_MAX;
 	k->cmaOneWayMax = dp->cmaOneWayMax != DP_UNSET ? dp->cmaOneWayMax :
 			  dear ? DP_DEAR_CMA_ONEWAY_MAX : DP_CMA_ONEWAY_MAX;
 	/* The FIFO then carries messages of every size one way: those of a
