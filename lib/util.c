@@ -36,9 +36,9 @@ int64_t mlap2p_now_ms(void)
 
 /*
  * The fastest of 16: a preempted or interrupted sample only lengthens, so
- * the minimum is what the call itself costs (1.6 us on a guest whose
- * kernel isolates its page tables without PCID, a few hundred ns where
- * it does not; docs/performance.md, issue 19).
+ * the minimum is what the call itself costs: 1.25-1.64 us for this
+ * 64-byte read on the AMD PVM guests of issue 19, where getppid() took
+ * 0.19-1.06 us (docs/performance.md).
  */
 uint32_t mlap2p_syscall_ns(void)
 {

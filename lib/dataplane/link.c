@@ -228,15 +228,15 @@ static void dp_prefault(const struct dp_link *k)
 /* The link of (@peer, @send) on the lowest connected channel, built on
  * first use; @quiet: no WARN if unconnected. */
 /*
- * MLAP2P_CMA=auto's limits for @k.  Where a system call is dear (1.6 us
- * on the AMD guest of issue 19, whose kernel isolates its page tables
- * without PCID), it and the handshake cost more than the FIFO's second
- * copy below 256 KiB and one way the FIFO's two pipelined copies beat a
- * single copy at every size; in an exchange from 256 KiB the two cores'
- * single reads win up to 64 MiB, as where it is cheap
- * (docs/performance.md).  The cost is the larger of the two
- * ends' (ncclPeerInfo.syscallNs, measured once at init), so the two ends
- * of a link agree; the environment's limits win over either default.
+ * MLAP2P_CMA=auto's limits for @k.  Where a system call is dear (1.3-1.6
+ * us for a small process_vm_readv on the AMD PVM guests of issue 19), it
+ * and the handshake cost more than the FIFO's second copy below 256 KiB,
+ * and one way the FIFO's two pipelined copies beat a single copy at every
+ * size; in an exchange from 256 KiB the two cores' single reads win up to
+ * 64 MiB, as where it is cheap (docs/performance.md).  The cost is the
+ * larger of the two ends' (ncclPeerInfo.syscallNs, measured once at
+ * init), so the two ends of a link agree; the environment's limits win
+ * over either default.
  */
 static void dp_cma_limits(struct dp *dp, struct dp_link *k)
 {
