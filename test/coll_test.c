@@ -1761,6 +1761,9 @@ struct ow_mode {
 	int reg;		/* buffers from mlap2p_mem_alloc */
 	int cma;		/* CMA_ON, CMA_REFUSED or CMA_ENV0 */
 	int threads;
+	int dear;		/* system calls dear (MLAP2P_CMA_SYSCALL_NS 0) */
+	int setMax;		/* MLAP2P_COLL_CMA_MAX=cmaMax (0: no limit) */
+	size_t cmaMax;
 };
 
 static const struct dcase ow_cases[] = {
@@ -1772,15 +1775,22 @@ static const struct dcase ow_cases[] = {
 };
 
 /* The way (index in t_coll_ways()) @b bytes take on @n ranks: direct by
- * address from MLAP2P_COLL_CMA_MIN (64 KiB) whatever the buffers. */
+ * address from MLAP2P_COLL_CMA_MIN (64 KiB) whatever the buffers, below
+ * MLAP2P_COLL_CMA_MAX (set, or 512 KiB for processes where a system call
+ * is dear), and then nothing below MLAP2P_COLL_CMA_MIN. */
 static int ow_way(const struct ow_mode *m, int n, size_t b)
 {
+	size_t max = m->setMax ? m->cmaMax :
+		     m->dear && !m->threads ? 512 * KiB : 0;
+
 	if (n != 2)
 		return 1;
 	if (m->reg)
 		return 3;
 	if (m->cma == CMA_REFUSED || (m->cma == CMA_ENV0 && !m->threads))
 		return 1;
+	if (max)
+		return b >= 64 * KiB && b < max ? 4 : 1;
 	return m->threads || m->how == OW_IN_PLACE || b >= 64 * KiB ? 4 : 1;
 }
 
@@ -1843,7 +1853,8 @@ FIXTURE(oneshot_way) {
 };
 
 FIXTURE_VARIANT(oneshot_way) {
-	int n, threads, how, reg, cma;
+	int n, threads, how, reg, cma, dear, setMax;
+	size_t cmaMax;
 };
 
 FIXTURE_VARIANT_ADD(oneshot_way, processes_in_place) { .how = OW_IN_PLACE, .cma = CMA_ON };
@@ -1855,6 +1866,16 @@ FIXTURE_VARIANT_ADD(oneshot_way, regions_out_of_place) { .how = OW_OUT, .reg = 1
 FIXTURE_VARIANT_ADD(oneshot_way, refused_in_place) { .how = OW_IN_PLACE, .cma = CMA_REFUSED };
 FIXTURE_VARIANT_ADD(oneshot_way, cma_env0_in_place) { .how = OW_IN_PLACE, .cma = CMA_ENV0 };
 FIXTURE_VARIANT_ADD(oneshot_way, cma_env0_threads) { .threads = 1, .how = OW_OUT, .cma = CMA_ENV0 };
+/* Dear system calls: processes by address from 64 KiB only (and below
+ * 512 KiB); threads, whose way by address makes none, as before. */
+FIXTURE_VARIANT_ADD(oneshot_way, dear_in_place) { .how = OW_IN_PLACE, .cma = CMA_ON, .dear = 1 };
+FIXTURE_VARIANT_ADD(oneshot_way, dear_mixed) { .how = OW_MIXED, .cma = CMA_ON, .dear = 1 };
+FIXTURE_VARIANT_ADD(oneshot_way, dear_threads) { .threads = 1, .how = OW_IN_PLACE, .cma = CMA_ON, .dear = 1 };
+/* MLAP2P_COLL_CMA_MAX set: below it only, whatever the cost, threads
+ * too; 0 (no limit) where calls are dear is the way of cheap ones. */
+FIXTURE_VARIANT_ADD(oneshot_way, cma_max_in_place) { .how = OW_IN_PLACE, .cma = CMA_ON, .setMax = 1, .cmaMax = 64 * KiB };
+FIXTURE_VARIANT_ADD(oneshot_way, cma_max_threads) { .threads = 1, .how = OW_OUT, .cma = CMA_ON, .setMax = 1, .cmaMax = 64 * KiB + 1 };
+FIXTURE_VARIANT_ADD(oneshot_way, dear_cma_max_0) { .how = OW_IN_PLACE, .cma = CMA_ON, .dear = 1, .setMax = 1 };
 /* NCCL_ALGO=OneShot on 3 ranks: the one-shot, as asked. */
 FIXTURE_VARIANT_ADD(oneshot_way, forced_3_threads) { .n = 3, .threads = 1, .how = OW_IN_PLACE, .cma = CMA_ON };
 FIXTURE_VARIANT_ADD(oneshot_way, forced_3_regions) { .n = 3, .how = OW_OUT, .reg = 1, .cma = CMA_ON };
@@ -1870,6 +1891,17 @@ FIXTURE_SETUP(oneshot_way)
 		setenv("MLAP2P_CMA", "0", 1);
 	if (variant->n)
 		setenv("NCCL_ALGO", "OneShot", 1);
+	if (variant->dear)
+		setenv("MLAP2P_CMA_SYSCALL_NS", "0", 1);
+	if (variant->setMax) {
+		char v[32];
+
+		snprintf(v, sizeof(v), "%zu", variant->cmaMax);
+		setenv("MLAP2P_COLL_CMA_MAX", v, 1);
+	}
+	self->m.dear = variant->dear;
+	self->m.setMax = variant->setMax;
+	self->m.cmaMax = variant->cmaMax;
 	self->m.how = variant->how;
 	self->m.reg = variant->reg;
 	self->m.cma = variant->cma;
@@ -1884,6 +1916,7 @@ FIXTURE_SETUP(oneshot_way)
 FIXTURE_TEARDOWN(oneshot_way)
 {
 	unsetenv("MLAP2P_CMA");
+	unsetenv("MLAP2P_COLL_CMA_MAX");
 	unsetenv("MLAP2P_COLL_CHUNK");
 	unsetenv("NCCL_ALGO");
 }

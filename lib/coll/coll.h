@@ -95,6 +95,8 @@ enum { CW_RING, CW_ONESHOT, CW_PAIRS, CW_MAP, CW_CMA, CW_N };
 #define DIRECT_CONNECT_MAX 8	/* ranks up to which the direct all-reduce
 				 * connects every pair itself (direct.c) */
 #define DEF_CMA_MIN	(64UL << 10)	/* MLAP2P_COLL_CMA_MIN (direct.c) */
+/* MLAP2P_COLL_CMA_MAX where a system call is dear (direct.c); else 0. */
+#define DEAR_CMA_MAX	(512UL << 10)
 #define LANES_MAX	4	/* channels one collective's rings use */
 
 /* Per communicator (comm->coll). */
@@ -112,6 +114,7 @@ struct coll {
 	size_t oneshotMax;		/* MLAP2P_COLL_ONESHOT_MAX */
 	int direct;			/* MLAP2P_COLL_DIRECT */
 	size_t cmaMin;			/* MLAP2P_COLL_CMA_MIN, 0: never */
+	size_t cmaMax;			/* MLAP2P_COLL_CMA_MAX, 0: no limit */
 	int cmaState;			/* 0 untried, 1 works, -1 refused */
 	int cmaThreads;			/* every peer a thread of ours */
 	uint64_t ways[CW_N];		/* collectives completed per way, for

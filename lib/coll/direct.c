@@ -11,8 +11,9 @@
  * of bench/reduce1copy, where the ring moves every byte through a step of
  * its own.
  *
- * DIRECT_CMA, from MLAP2P_COLL_CMA_MIN bytes when every peer is a thread
- * of this process or a process on this host (and MLAP2P_CMA is not 0):
+ * DIRECT_CMA, from MLAP2P_COLL_CMA_MIN bytes (below MLAP2P_COLL_CMA_MAX,
+ * when set) when every peer is a thread of this process or a process on
+ * this host (and MLAP2P_CMA is not 0):
  * the same slices, the peers' inputs read and their outputs written a
  * block at a time by process_vm_readv/writev (between threads, memcpy),
  * so each byte is copied once by the kernel where the FIFO ring copies it
@@ -44,6 +45,13 @@
  * buffer its owner's reduction has just written, line by line out of
  * the other core's cache.  Not agreed, or refused by the probe, it runs
  * the one-shot (cop_progress).
+ *
+ * Where a system call is dear (mlap2p_dp_syscall_dear: 1.3-1.6 us for a
+ * small process_vm_readv on the AMD PVM guests of issue 19) and a peer
+ * is another process, MLAP2P_COLL_CMA_MAX defaults to DEAR_CMA_MAX and
+ * nothing below MLAP2P_COLL_CMA_MIN goes by address: there the FIFO ran
+ * the in-place one-shot of 8-32 KiB in a third of the time, and the ring
+ * 1-4 MiB in 0.65-0.8 of it, equal at 16-64 MiB (docs/collectives.md).
  *
  * Pair connections cost every rank a FIFO per peer, so above
  * DIRECT_CONNECT_MAX ranks only a communicator that has them already
@@ -194,8 +202,9 @@ int direct_offer(struct cop *o)
 	d->serial = c->serial;
 	/* Withdrawn after a failure: the peer threads could not reach us. */
 	if (c->cmaState >= 0 && c->cmaMin && (c->live || !c->threadPeers) &&
-	    (bytes >= c->cmaMin || (o->algo == ALGO_ONESHOT &&
-				    (o->in == o->out || c->cmaThreads))))
+	    (bytes >= c->cmaMin ? !c->cmaMax || bytes < c->cmaMax :
+	     !c->cmaMax && o->algo == ALGO_ONESHOT &&
+	     (o->in == o->out || c->cmaThreads)))
 		ways = DIRECT_CMA;
 	_Static_assert(sizeof(ipc) == sizeof(d->ipcIn), "handle size");
 	if (mlap2p_region_lookup(c->comm, o->in, &ipc, &off, &after) ||

@@ -270,6 +270,18 @@ struct coll *coll_get(struct mlap2p_comm *api, int *err)
 			c->threadPeers = 1;
 	}
 	if (!ret) {
+		/* Between threads the way by address is memcpy: no calls. */
+		int dear = 0;
+
+		if (!c->cmaThreads)
+			ret = mlap2p_dp_syscall_dear(api, &dear);
+		if (!ret)
+			ret = mlap2p_env_size("MLAP2P_COLL_CMA_MAX", 0,
+					      1ULL << 40,
+					      dear ? DEAR_CMA_MAX : 0, &v);
+		c->cmaMax = (size_t)v;
+	}
+	if (!ret) {
 		ret = mlap2p_env_timeout("MLAP2P_PEER_TIMEOUT", 5000,
 					 &c->peerTimeoutMs);
 	}

@@ -256,6 +256,24 @@ int mlap2p_dp_nt_min(struct mlap2p_comm *api, uint64_t *bytes)
 	return 0;
 }
 
+int mlap2p_dp_syscall_dear(struct mlap2p_comm *api, int *dear)
+{
+	const struct ncclComm *comm;
+	uint32_t ns = 0;
+	struct dp *dp;
+	int ret = dp_enter(api, &dp), p;
+
+	if (ret)
+		return ret;
+	comm = dp->comm;
+	for (p = 0; p < comm->nRanks; p++)
+		if (comm->peerInfo[p].syscallNs > ns)
+			ns = comm->peerInfo[p].syscallNs;
+	*dear = dp->cmaAuto && ns >= dp->cmaSyscallNs;
+	dp_out(dp);
+	return 0;
+}
+
 static int dp_blocking(struct mlap2p_comm *api, int send, void *buf,
 		       size_t bytes, int peer)
 {

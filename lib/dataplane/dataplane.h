@@ -35,6 +35,10 @@ int mlap2p_dp_group_wait(int err);
 /* MLAP2P_NT_MIN as the data plane read it (0: never) into *@bytes.
  * 0 or -errno. */
 int mlap2p_dp_nt_min(struct mlap2p_comm *api, uint64_t *bytes);
+/* 1 into *@dear when MLAP2P_CMA is auto and a system call costs
+ * MLAP2P_CMA_SYSCALL_NS or more on some rank (the dearest of them all, so
+ * every rank gets the same answer), else 0.  0 or -errno. */
+int mlap2p_dp_syscall_dear(struct mlap2p_comm *api, int *dear);
 
 /*
  * mlap2p_isend (@how has MLAP2P_POST_SEND) or mlap2p_irecv on channel
