@@ -50,8 +50,9 @@
  * small process_vm_readv on the AMD PVM guests of issue 19) and a peer
  * is another process, MLAP2P_COLL_CMA_MAX defaults to DEAR_CMA_MAX and
  * nothing below MLAP2P_COLL_CMA_MIN goes by address: there the FIFO ran
- * the in-place one-shot of 8-32 KiB in a third of the time, and the ring
- * 1-4 MiB in 0.65-0.8 of it, equal at 16-64 MiB (docs/collectives.md).
+ * the in-place one-shot of 8-32 KiB in 0.35-0.75 of the time, and the
+ * ring 1-4 MiB in 0.5-0.65 of it, 16-64 MiB in 0.85-0.95
+ * (docs/collectives.md).
  *
  * Pair connections cost every rank a FIFO per peer, so above
  * DIRECT_CONNECT_MAX ranks only a communicator that has them already

@@ -47,6 +47,11 @@
  *                  address when the buffers are plain (default 64K;
  *                  0 = never, in place too); per call, as
  *                  MLAP2P_COLL_DIRECT
+ *   MLAP2P_COLL_CMA_MAX   all-reduces of this many bytes or more are not
+ *                  taken by address (0 = no limit); when set, none below
+ *                  MLAP2P_COLL_CMA_MIN either.  Default 0, or 512K where
+ *                  a peer is another process and system calls are dear
+ *                  (MLAP2P_CMA_SYSCALL_NS); per call, as above
  *
  * Direct all-reduce: an all-reduce that would run on the ring, whose
  * sendbuf and recvbuf lie in regions from mlap2p_mem_alloc() on every
