@@ -269,7 +269,7 @@ int mlap2p_dp_syscall_dear(struct mlap2p_comm *api, int *dear)
 	for (p = 0; p < comm->nRanks; p++)
 		if (comm->peerInfo[p].syscallNs > ns)
 			ns = comm->peerInfo[p].syscallNs;
-	*dear = dp->cmaAuto && ns >= dp->cmaSyscallNs;
+	*dear = dp_dear(dp, ns);
 	dp_out(dp);
 	return 0;
 }

@@ -125,6 +125,12 @@ struct dp {
 
 #define DP_ABANDONED	2	/* req->done: its group waiter left (abort) */
 
+/* MLAP2P_CMA=auto's rule: a system call of @ns is dear (dp_cma_limits()). */
+static inline int dp_dear(const struct dp *dp, uint64_t ns)
+{
+	return dp->cmaAuto && ns >= dp->cmaSyscallNs;
+}
+
 struct mlap2p_request {
 	struct mlap2p_op op;
 	struct dp *dp;

@@ -246,7 +246,7 @@ static void dp_cma_limits(struct dp *dp, struct dp_link *k)
 
 	if (comm->peerInfo[k->l.peer].syscallNs > ns)
 		ns = comm->peerInfo[k->l.peer].syscallNs;
-	dear = dp->cmaAuto && k->cma && ns >= dp->cmaSyscallNs;
+	dear = k->cma && dp_dear(dp, ns);
 	k->cmaMin = dp->cmaMin != DP_UNSET ? dp->cmaMin :
 		    dear ? DP_DEAR_CMA_MIN : DP_CMA_MIN;
 	k->cmaMax = dp->cmaMax != DP_UNSET ? dp->cmaMax : DP_CMA_MAX;
