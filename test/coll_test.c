@@ -1192,6 +1192,39 @@ TEST_F_TIMEOUT(solo, nccl_algo_names, 60)
 	unsetenv("NCCL_ALGO");
 }
 
+/* ---- a bad MLAP2P_COLL_CMA_MAX ---------------------------------------- */
+
+/* The first collective fails with -EINVAL, naming the variable. */
+static int cma_max_bad_body(struct job *j, int rank, struct mlap2p_comm *comm)
+{
+	float b[8] = { 1 };
+	int ret = mlap2p_all_reduce(comm, b, b, 8, MLAP2P_FLOAT32, MLAP2P_SUM);
+
+	if (ret != -EINVAL || errno != EINVAL ||
+	    !strstr(mlap2p_last_error(), "MLAP2P_COLL_CMA_MAX")) {
+		fprintf(stderr, "# MLAP2P_COLL_CMA_MAX=%s: rank %d: want %d, got %d: %s\n",
+			(const char *)j->arg, rank, -EINVAL, ret,
+			mlap2p_last_error());
+		return 120;
+	}
+	return 0;
+}
+
+TEST_F_TIMEOUT(solo, cma_max_bad, 60)
+{
+	static const char *const bad[] = { "512Q", "-1", "2048G" };
+
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		struct job j = { .n = 2, .threads = 1, .fn = cma_max_bad_body,
+				 .arg = (void *)bad[i] };
+
+		setenv("MLAP2P_COLL_CMA_MAX", bad[i], 1);
+		EXPECT_EQ(0, job_run(&j, 20)) TH_LOG("MLAP2P_COLL_CMA_MAX=%s",
+						     bad[i]);
+	}
+	unsetenv("MLAP2P_COLL_CMA_MAX");
+}
+
 /* ---- mismatched calls ------------------------------------------------ */
 
 struct mm {
