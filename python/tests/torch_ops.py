@@ -14,6 +14,7 @@ PREMUL_SUM use factors 1/2, 1/4 and 1/2, exact as well.
 import datetime
 import os
 import sys
+import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -330,6 +331,34 @@ def test_p2p_barrier(c, rank, n, gloo):
                 (nxt + 1) + j, f"irecv before isend, {k * 4} B from next")
     c.equal(strided[1::2], torch.zeros(sizes[1]),
             "irecv into a strided view left the gaps alone")
+    # The same exchange, waited for by three threads at once, each from
+    # the end of its share: every waiter drives the engine in turn.
+    ins_prv = [torch.empty(k) for k in sizes]
+    ins_nxt = [torch.empty(k) for k in sizes]
+    ws = [dist.irecv(t, prv) for t in ins_prv]
+    ws += [dist.irecv(t, nxt) for t in ins_nxt]
+    ws += [dist.isend(t, nxt) for t in outs]
+    ws += [dist.isend(t, prv) for t in outs]
+    errs = []
+
+    def waiter(share):
+        try:
+            for w in reversed(share):
+                w.wait()
+        except Exception as e:  # noqa: BLE001 (reported below)
+            errs.append(repr(e))
+    th = [threading.Thread(target=waiter, args=(ws[i::3],)) for i in range(3)]
+    for t in th:
+        t.start()
+    for t in th:
+        t.join()
+    c.ok(not errs, f"threaded waits raised nothing: {errs}")
+    c.ok(all(w.is_completed() for w in ws), "threaded waits: all completed")
+    for j, k in enumerate(sizes):
+        c.equal(ins_prv[j], torch.arange(k, dtype=torch.float32) *
+                (prv + 1) + j, f"threaded waits, {k * 4} B from prev")
+        c.equal(ins_nxt[j], torch.arange(k, dtype=torch.float32) *
+                (nxt + 1) + j, f"threaded waits, {k * 4} B from next")
     # A batch on one side meets plain isend/irecv on the other.
     if rank % 2 == 0 or n % 2:
         reqs = dist.batch_isend_irecv(
@@ -373,8 +402,8 @@ def test_p2p_barrier(c, rank, n, gloo):
     late = torch.tensor([entered], dtype=torch.float64)
     dist.broadcast(late, n - 1)
     c.ok(left >= late.item(), "barrier waited for the late rank")
-    c.say("send/recv every dtype, isend/irecv (receives posted first too),"
-          " batch_isend_irecv (and beside isend/irecv), barrier")
+    c.say("send/recv every dtype, isend/irecv (receives posted first too,"
+          " waited for by 3 threads), batch_isend_irecv (and beside isend/irecv), barrier")
 
 
 def test_groups(c, rank, n, gloo):

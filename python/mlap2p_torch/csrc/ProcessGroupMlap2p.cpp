@@ -244,7 +244,11 @@ void WorkMlap2p::abort() {
 
 bool WorkMlap2p::wait(milliseconds timeout) {
   const milliseconds t = timeout == ::kNoTimeout ? timeout_ : timeout;
-  if (!done_.load(std::memory_order_acquire) && pg_->spin_us_ > 0) {
+  const auto deadline = std::chrono::steady_clock::now() + t;
+  if (done_.load(std::memory_order_acquire)) {
+  } else if (p2p_) {
+    pg_->p2pDrive(*this, deadline);
+  } else if (pg_->spin_us_ > 0) {
     const auto until = std::chrono::steady_clock::now() +
                        std::chrono::microseconds(pg_->spin_us_);
     while (!done_.load(std::memory_order_acquire) &&
@@ -252,7 +256,7 @@ bool WorkMlap2p::wait(milliseconds timeout) {
       std::this_thread::yield();
   }
   std::unique_lock<std::mutex> lock(mutex_);
-  if (!cv_.wait_for(lock, t, [&] { return completed_; })) {
+  if (!cv_.wait_until(lock, deadline, [&] { return completed_; })) {
     lock.unlock();
     const std::string why = "mlap2p: rank " +
                             std::to_string(pg_->getRank()) + ": " + name_ +
@@ -971,6 +975,7 @@ ProcessGroupMlap2p::P2pOp ProcessGroupMlap2p::p2pOp(bool send,
       send ? "send" : "recv", seq_++, timeout_, nbytes(buf),
       std::vector<at::Tensor>{t}, nullptr);
   if (!send) w->source_rank_ = peer;
+  w->p2p_ = true;
   return P2pOp{w, send, t, buf, peer};
 }
 
@@ -1043,12 +1048,12 @@ void ProcessGroupMlap2p::p2pPost(std::vector<P2pOp> ops) {
 // connect, post what may be posted (in order), test what is in flight.
 // Finished ops go to @done (completed by the caller, without pmu_); @why
 // is set when the communicators must be aborted.  True if anything moved.
-bool ProcessGroupMlap2p::p2pStep(std::vector<P2pOp>& waiting,
-                                 std::vector<P2pOp>& active,
-                                 std::vector<P2pOp>& done, bool& connecting,
-                                 std::vector<int>& pending, std::string& why) {
+bool ProcessGroupMlap2p::p2pStep(std::vector<P2pOp>& done, std::string& why) {
+  std::vector<P2pOp>& waiting = pwaiting_;
+  std::vector<P2pOp>& active = pactive_;
+  std::vector<int>& pending = ppending_;
+  bool& connecting = pconnecting_;
   bool moved = false;
-  const std::string me = "mlap2p: rank " + std::to_string(rank_) + ": ";
   while (!pqueue_.empty()) {
     waiting.push_back(std::move(pqueue_.front()));
     pqueue_.pop_front();
@@ -1088,7 +1093,8 @@ bool ProcessGroupMlap2p::p2pStep(std::vector<P2pOp>& waiting,
     if (r) {
       const char* last = ncclGetLastError(p2p_);
       if (why.empty())
-        why = me + "connecting to the p2p peers failed: " +
+        why = "mlap2p: rank " + std::to_string(rank_) +
+              ": connecting to the p2p peers failed: " +
               mlap2p_strerror(r) + (last && *last ? ": " : "") +
               (last ? last : "");
       return moved;
@@ -1132,7 +1138,8 @@ bool ProcessGroupMlap2p::p2pStep(std::vector<P2pOp>& waiting,
   if (res != ncclSuccess) {
     const char* last = ncclGetLastError(p2p_);
     if (why.empty())
-      why = me + "connecting to the p2p peers failed: " +
+      why = "mlap2p: rank " + std::to_string(rank_) +
+            ": connecting to the p2p peers failed: " +
             ncclGetErrorString(res) + (last && *last ? ": " : "") +
             (last ? last : "");
     pending.clear();
@@ -1164,11 +1171,10 @@ void ProcessGroupMlap2p::p2pFinish(std::vector<P2pOp>& done) {
 }
 
 void ProcessGroupMlap2p::p2pLoop() {
-  std::vector<P2pOp>& waiting = pwaiting_;
-  std::vector<P2pOp>& active = pactive_;
-  bool& connecting = pconnecting_;
+  const std::vector<P2pOp>& waiting = pwaiting_;
+  const std::vector<P2pOp>& active = pactive_;
+  const bool& connecting = pconnecting_;
   std::vector<P2pOp> done;
-  std::vector<int> pending;
   // With requests in flight the engine yields (a message's steps need
   // it) until kBusy has passed without one finishing, then sleeps, 10 to
   // 200 us; idle, it yields for spin_us_, then sleeps until a post.
@@ -1178,9 +1184,14 @@ void ProcessGroupMlap2p::p2pLoop() {
   std::chrono::steady_clock::time_point stopAt;
   std::unique_lock<std::mutex> lock(pmu_);
   for (;;) {
+    if (pdrivers_) {  // a waiter progresses everything (p2pDrive)
+      // Woken when the last driver leaves work, or by a post or a stop.
+      pcv_.wait(lock, [&] { return pdrivers_ == 0; });
+      idleSince = std::chrono::steady_clock::now();
+      nap = std::chrono::microseconds(10);
+    }
     std::string why;
-    const bool moved =
-        p2pStep(waiting, active, done, connecting, pending, why);
+    const bool moved = p2pStep(done, why);
     if (!done.empty() || !why.empty()) {
       lock.unlock();
       if (!why.empty()) abortComm(why);
@@ -1234,6 +1245,49 @@ void ProcessGroupMlap2p::p2pLoop() {
                   [&] { return !pqueue_.empty() || active.size() > nActive; });
     nap = std::min(nap * 2, std::chrono::microseconds(200));
   }
+}
+
+// wait() on a send or recv: the waiting thread progresses the engine
+// itself (everything in it, in order) until @w ends or @deadline, while
+// the engine thread sleeps, as MPI's blocking calls poll: no hand-off
+// between two threads on the rank's core for each message.  After
+// spin_us_ without anything finishing it yields between passes.
+void ProcessGroupMlap2p::p2pDrive(WorkMlap2p& w,
+                                  std::chrono::steady_clock::time_point
+                                      deadline) {
+  std::vector<P2pOp> done;
+  auto idleSince = std::chrono::steady_clock::now();
+  const auto spin = std::chrono::microseconds(spin_us_);
+  std::unique_lock<std::mutex> lock(pmu_);
+  pdrivers_++;
+  while (!w.done_.load(std::memory_order_acquire)) {
+    std::string why;
+    const bool moved = p2pStep(done, why);
+    if (!done.empty() || !why.empty()) {
+      lock.unlock();
+      if (!why.empty()) abortComm(why);
+      p2pFinish(done);
+      lock.lock();
+      idleSince = std::chrono::steady_clock::now();
+      continue;
+    }
+    const auto now = std::chrono::steady_clock::now();
+    if (now >= deadline || (!p2p_ && pqueue_.empty() && pwaiting_.empty() &&
+                            pactive_.empty()))
+      break;
+    if (moved) idleSince = now;
+    // Let callers of p2pPost in between passes.
+    lock.unlock();
+    if (now - idleSince > spin) std::this_thread::yield();
+    lock.lock();
+  }
+  // The engine takes over what is left (a wake costs the rank's CPU a
+  // context switch: none when nothing is left).
+  const bool left = --pdrivers_ == 0 &&
+                    (!pqueue_.empty() || !pwaiting_.empty() ||
+                     !pactive_.empty() || pconnecting_);
+  lock.unlock();
+  if (left) pcv_.notify_all();
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupMlap2p::send(

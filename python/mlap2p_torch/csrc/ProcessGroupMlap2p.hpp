@@ -12,7 +12,9 @@
 // second communicator, split from the first when the group is made, and
 // a thread that posts each one as a library request (mlap2p_isend/irecv)
 // the moment it arrives and progresses all of them together, so a recv
-// posted before a send on every rank completes, as it does on Gloo.  The
+// posted before a send on every rank completes, as it does on Gloo; a
+// thread in wait() on a send or recv does the engine's work itself while
+// the engine's thread sleeps (p2pDrive), which saves two hand-offs.  The
 // first message between two ranks connects them (a zero-byte exchange on
 // the engine's library stream, which ncclCommAbort can interrupt); while
 // it waits for the peer, the engine's other messages wait too.  Every
@@ -85,6 +87,7 @@ class WorkMlap2p : public c10d::Work {
   c10::intrusive_ptr<c10::ivalue::Future> future_;
   int source_rank_ = -1;
   std::atomic<bool> done_{false};  // complete() has run (for the spin)
+  bool p2p_ = false;  // a send or recv of the p2p engine (wait drives it)
   // A batch's sends and receives (endCoalescing): they end with it.
   std::vector<c10::intrusive_ptr<WorkMlap2p>> members_;
 };
@@ -197,9 +200,9 @@ class ProcessGroupMlap2p : public c10d::ProcessGroup {
   void p2pPost(std::vector<P2pOp> ops);  // in order, all at once
   void p2pLoop();
   void p2pFinish(std::vector<P2pOp>& done);
-  bool p2pStep(std::vector<P2pOp>& waiting, std::vector<P2pOp>& active,
-               std::vector<P2pOp>& done, bool& connecting,
-               std::vector<int>& pending, std::string& why);
+  bool p2pStep(std::vector<P2pOp>& done, std::string& why);
+  void p2pDrive(WorkMlap2p& w,
+                std::chrono::steady_clock::time_point deadline);
   void streamLoop();
   void watchdogLoop();
   ncclComm_t runSplit(int color, int key);
@@ -244,6 +247,8 @@ class ProcessGroupMlap2p : public c10d::ProcessGroup {
   std::vector<P2pOp> pwaiting_;  // taken, waiting for a connect
   std::vector<P2pOp> pactive_;   // given to the library
   bool pconnecting_ = false;     // a connect runs on pstream_
+  std::vector<int> ppending_;    // the peers it connects
+  int pdrivers_ = 0;             // threads in p2pDrive (the engine sleeps)
   bool pstop_ = false;
   ncclComm_t p2p_ = nullptr;  // null once aborted
   cudaStream_t pstream_ = nullptr;
