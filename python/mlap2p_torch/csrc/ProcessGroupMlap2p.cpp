@@ -976,7 +976,7 @@ ProcessGroupMlap2p::P2pOp ProcessGroupMlap2p::p2pOp(bool send,
       std::vector<at::Tensor>{t}, nullptr);
   if (!send) w->source_rank_ = peer;
   w->p2p_ = true;
-  return P2pOp{w, send, t, buf, peer};
+  return P2pOp{w, send, t, buf, peer, {}, 0};
 }
 
 // Inside a batch: recorded, posted with the batch (endCoalescing).
@@ -987,15 +987,39 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupMlap2p::p2p(bool send,
   return batch_.back().w;
 }
 
+// Posts @o as ncclSend/ncclRecv would send it (the pair's P2P channels,
+// in parts), into o.reqs; 0 or -errno.  A part that did post stays in
+// o.reqs to be tested out even when a later one fails.
 int ProcessGroupMlap2p::p2pIssue(P2pOp& o) {
-  mlap2p_comm* m = mlap2p_nccl_comm(p2p_);
-  void* ptr = o.buf.data_ptr();
-  return o.send ? mlap2p_isend(m, ptr, nbytes(o.buf), o.peer, &o.req)
-                : mlap2p_irecv(m, ptr, nbytes(o.buf), o.peer, &o.req);
+  int n = 0;
+  o.reqs.assign(MLAP2P_NCCL_IPOST_MAX, nullptr);
+  const int r = mlap2p_nccl_ipost(p2p_, o.send ? 1 : 0, o.buf.data_ptr(),
+                                  nbytes(o.buf), ncclUint8, o.peer,
+                                  o.reqs.data(), &n);
+  o.reqs.resize(static_cast<size_t>(n));
+  if (r && !o.status) o.status = r;
+  return r;
+}
+
+// Tests @o's requests once (each test progresses the whole communicator):
+// true when none is left; o.status keeps the first error.
+bool ProcessGroupMlap2p::p2pTest(P2pOp& o) {
+  bool left = false;
+  for (auto& q : o.reqs) {
+    if (!q) continue;
+    int fin = 0;
+    const int r = mlap2p_request_test(&q, &fin);
+    if (r && !o.status) o.status = r;
+    if (r && !fin) q = nullptr;  // ended by the library (an abort)
+    if (q) left = true;
+  }
+  return !left;
 }
 
 std::string ProcessGroupMlap2p::p2pWhy(const P2pOp& o, int err) const {
-  const char* last = mlap2p_last_error();
+  // Nothing posted: the post failed, and said why on the communicator.
+  const char* last = o.reqs.empty() && p2p_ ? ncclGetLastError(p2p_)
+                                            : mlap2p_last_error();
   return "mlap2p: rank " + std::to_string(rank_) + ": " + o.w->name() +
          (o.send ? " to" : " from") + " rank " + std::to_string(o.peer) +
          " failed: " + mlap2p_strerror(err) + (last && *last ? ": " : "") +
@@ -1013,25 +1037,24 @@ void ProcessGroupMlap2p::p2pPost(std::vector<P2pOp> ops) {
   }
   std::vector<P2pOp> done;
   std::string why;
+  bool left = false;  // work for the engine
   if (!err) {
     std::lock_guard<std::mutex> lock(pmu_);
     for (auto& o : ops) {
       if (!why.empty() || !p2p_ || !pqueue_.empty() || !pwaiting_.empty() ||
           pconnecting_ || !connected_[o.peer]) {
         pqueue_.push_back(std::move(o));
+        left = true;
         continue;
       }
-      int fin = 0, r = p2pIssue(o);
-      if (!r) r = mlap2p_request_test(&o.req, &fin);
-      if (r) {
-        why = p2pWhy(o, r);
-        if (!fin) o.req = nullptr;  // ended by the library
-        o.status = r;
-        done.push_back(std::move(o));
-      } else if (fin) {
+      (void)p2pIssue(o);
+      const bool fin = p2pTest(o);
+      if (o.status && why.empty()) why = p2pWhy(o, o.status);
+      if (fin) {
         done.push_back(std::move(o));
       } else {
         pactive_.push_back(std::move(o));
+        left = true;
       }
     }
   }
@@ -1039,7 +1062,7 @@ void ProcessGroupMlap2p::p2pPost(std::vector<P2pOp> ops) {
     for (auto& o : ops) o.w->complete(err);
     return;
   }
-  pcv_.notify_all();
+  if (left) pcv_.notify_all();
   if (!why.empty()) abortComm(why);
   if (!done.empty()) p2pFinish(done);
 }
@@ -1062,15 +1085,12 @@ bool ProcessGroupMlap2p::p2pStep(std::vector<P2pOp>& done, std::string& why) {
   // Requests first: after an abort the library has ended them all, and
   // test only frees them then.
   for (size_t i = 0; i < active.size();) {
-    int fin = 0;
-    const int r = mlap2p_request_test(&active[i].req, &fin);
-    if (!fin && r == 0) {
+    if (!p2pTest(active[i])) {
       i++;
       continue;
     }
+    const int r = active[i].status;
     if (r && why.empty() && p2p_) why = p2pWhy(active[i], r);
-    if (!fin) active[i].req = nullptr;  // not ours any more (-ECANCELED)
-    active[i].status = r;
     done.push_back(std::move(active[i]));
     active.erase(active.begin() + static_cast<long>(i));
     moved = true;
@@ -1109,10 +1129,14 @@ bool ProcessGroupMlap2p::p2pStep(std::vector<P2pOp>& done, std::string& why) {
     const int r = p2pIssue(o);
     if (r) {
       if (why.empty()) why = p2pWhy(o, r);
+      if (o.reqs.empty()) break;
+    }
+    active.push_back(std::move(o));  // (parts that posted: to test out)
+    moved = true;
+    if (r) {
+      i++;
       break;
     }
-    active.push_back(std::move(o));
-    moved = true;
   }
   waiting.erase(waiting.begin(), waiting.begin() + static_cast<long>(i));
   if (waiting.empty() || !why.empty()) return moved;

@@ -10,8 +10,8 @@
 // dist.all_reduce's latency close to the library's.  Point-to-point
 // operations (send, recv, batch_isend_irecv) go to the p2p engine: a
 // second communicator, split from the first when the group is made, and
-// a thread that posts each one as a library request (mlap2p_isend/irecv)
-// the moment it arrives and progresses all of them together, so a recv
+// a thread that posts each one as library requests (mlap2p_nccl_ipost:
+// ncclSend's channels and parts) the moment it arrives and progresses all of them together, so a recv
 // posted before a send on every rank completes, as it does on Gloo; a
 // thread in wait() on a send or recv does the engine's work itself while
 // the engine's thread sleeps (p2pDrive), which saves two hand-offs.  The
@@ -191,11 +191,12 @@ class ProcessGroupMlap2p : public c10d::ProcessGroup {
     bool send;
     at::Tensor t, buf;  // the tensor, and its dense stand-in
     int peer;
-    mlap2p_request* req = nullptr;  // once posted
-    int status = 0;                 // once done: 0 or -errno
+    std::vector<mlap2p_request*> reqs;  // once posted: one per part
+    int status = 0;                     // the first error: 0 or -errno
   };
   P2pOp p2pOp(bool send, const at::Tensor& t, int peer);
-  int p2pIssue(P2pOp& o);  // under pmu_: mlap2p_isend/irecv
+  int p2pIssue(P2pOp& o);  // under pmu_: mlap2p_nccl_ipost
+  bool p2pTest(P2pOp& o);  // under pmu_: true when o.reqs all ended
   std::string p2pWhy(const P2pOp& o, int err) const;
   void p2pPost(std::vector<P2pOp> ops);  // in order, all at once
   void p2pLoop();
