@@ -359,6 +359,23 @@ def test_p2p_barrier(c, rank, n, gloo):
                 (prv + 1) + j, f"threaded waits, {k * 4} B from prev")
         c.equal(ins_nxt[j], torch.arange(k, dtype=torch.float32) *
                 (nxt + 1) + j, f"threaded waits, {k * 4} B from next")
+    # With 4 ranks or more, the first message with the rank opposite is
+    # posted while a 4 MiB exchange with the neighbours is in flight: the
+    # engine connects the new pair once that has drained.
+    if n >= 4:
+        far_to, far_from = (rank + 2) % n, (rank - 2) % n
+        big = torch.arange(1 << 20, dtype=torch.float32) + rank
+        got_big = torch.empty(1 << 20)
+        small = torch.tensor([rank * 10.0, 1.0])
+        got_small = torch.empty(2)
+        ws = [dist.irecv(got_big, prv), dist.isend(big, nxt),
+              dist.isend(small, far_to), dist.irecv(got_small, far_from)]
+        for w in ws:
+            w.wait()
+        c.equal(got_big, torch.arange(1 << 20, dtype=torch.float32) + prv,
+                "4 MiB in flight while a new pair connects")
+        c.equal(got_small, torch.tensor([far_from * 10.0, 1.0]),
+                "first message with the rank opposite")
     # A batch on one side meets plain isend/irecv on the other.
     if rank % 2 == 0 or n % 2:
         reqs = dist.batch_isend_irecv(

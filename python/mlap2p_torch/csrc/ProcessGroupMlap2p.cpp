@@ -1083,7 +1083,7 @@ bool ProcessGroupMlap2p::p2pStep(std::vector<P2pOp>& done, std::string& why) {
     moved = true;
   }
   // Requests first: after an abort the library has ended them all, and
-  // test only frees them then.
+  // test only frees them then.  (None are in flight during a connect.)
   for (size_t i = 0; i < active.size();) {
     if (!p2pTest(active[i])) {
       i++;
@@ -1140,6 +1140,11 @@ bool ProcessGroupMlap2p::p2pStep(std::vector<P2pOp>& done, std::string& why) {
   }
   waiting.erase(waiting.begin(), waiting.begin() + static_cast<long>(i));
   if (waiting.empty() || !why.empty()) return moved;
+  // The connect runs on pstream_, inside the library, and the library
+  // takes one thread at a time on a communicator (its requests progress
+  // in whichever thread tests or waits): so it starts once every request
+  // in flight has ended, and nothing is posted or tested until it ends.
+  if (!active.empty()) return moved;
   // The next op's peer (and every later unconnected one) is not connected:
   // one zero-byte exchange with each, which connects the pair; the peer's
   // engine does the same for its first op with this rank.
@@ -1182,7 +1187,13 @@ void ProcessGroupMlap2p::p2pFinish(std::vector<P2pOp>& done) {
   }
   for (auto& o : done) {
     std::exception_ptr err;
-    if (!o.status && !o.send) copyBack(o.t, o.buf);
+    if (!o.status && !o.send) {
+      try {  // into a strided tensor: an error is this op's, not the loop's
+        copyBack(o.t, o.buf);
+      } catch (...) {
+        err = std::current_exception();
+      }
+    }
     if (o.status)
       err = broken ? broken
                    : std::make_exception_ptr(std::runtime_error(
@@ -1259,9 +1270,12 @@ void ProcessGroupMlap2p::p2pLoop() {
       continue;
     }
     if (waiting.empty() && active.empty() && !connecting) {
-      // A caller may have posted straight to active (p2pPost).
-      pcv_.wait(lock,
-                [&] { return pstop_ || !pqueue_.empty() || !active.empty(); });
+      // Until there is work: a caller may have posted straight to active
+      // (p2pPost), or a driver may have left ops waiting or a connect.
+      pcv_.wait(lock, [&] {
+        return pstop_ || !pqueue_.empty() || !waiting.empty() ||
+               !active.empty() || connecting;
+      });
       idleSince = std::chrono::steady_clock::now();
       continue;
     }
@@ -1283,6 +1297,22 @@ void ProcessGroupMlap2p::p2pDrive(WorkMlap2p& w,
   auto idleSince = std::chrono::steady_clock::now();
   const auto spin = std::chrono::microseconds(spin_us_);
   std::unique_lock<std::mutex> lock(pmu_);
+  // Leaves as a driver however it leaves (a tensor copy may throw): the
+  // engine sleeps while pdrivers_ is not 0.
+  struct Leave {
+    ProcessGroupMlap2p* pg;
+    std::unique_lock<std::mutex>& lock;
+    ~Leave() {
+      if (!lock.owns_lock()) lock.lock();
+      // The engine takes over what is left (a wake costs the rank's CPU
+      // a context switch: none when nothing is left).
+      const bool left = --pg->pdrivers_ == 0 &&
+                        (!pg->pqueue_.empty() || !pg->pwaiting_.empty() ||
+                         !pg->pactive_.empty() || pg->pconnecting_);
+      lock.unlock();
+      if (left) pg->pcv_.notify_all();
+    }
+  } leave{this, lock};
   pdrivers_++;
   while (!w.done_.load(std::memory_order_acquire)) {
     std::string why;
@@ -1305,13 +1335,6 @@ void ProcessGroupMlap2p::p2pDrive(WorkMlap2p& w,
     if (now - idleSince > spin) std::this_thread::yield();
     lock.lock();
   }
-  // The engine takes over what is left (a wake costs the rank's CPU a
-  // context switch: none when nothing is left).
-  const bool left = --pdrivers_ == 0 &&
-                    (!pqueue_.empty() || !pwaiting_.empty() ||
-                     !pactive_.empty() || pconnecting_);
-  lock.unlock();
-  if (left) pcv_.notify_all();
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupMlap2p::send(
