@@ -8,7 +8,9 @@ a shared machine falls on both alike; a figure is the median over the
 rounds of the slower rank's mean.
 
   1. dist.all_reduce, float32 SUM, 8 B .. 64 MiB: time per call.
-  2. A DDP training step (forward, backward with the gradient all-reduce,
+  2. dist.send/dist.recv ping-pong, 8 B .. 4 MiB: one-way time (half a
+     round trip; mlap2p's go through its p2p engine).
+  3. A DDP training step (forward, backward with the gradient all-reduce,
      SGD step) of two models of 4.2 M parameters (16 MiB of gradients),
      batch 4, beside the same step without DDP (compute: what no backend
      can go below):
@@ -49,6 +51,7 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 import mlap2p_torch  # noqa: F401
 
 SIZES = [8 << (3 * i) for i in range(8)] + [64 << 20]  # 8 B .. 16 MiB, 64 MiB
+PP_SIZES = [8, 512, 32 << 10, 256 << 10, 4 << 20]
 ROUNDS_AR, ROUNDS_DDP = 3, 6
 
 
@@ -69,6 +72,19 @@ def time_allreduce(t, group, iters):
     for _ in range(iters):
         dist.all_reduce(t, group=group)
     return slowest((time.perf_counter() - t0) / iters, group)
+
+
+def time_pingpong(t, group, iters, rank):
+    dist.barrier(group=group)
+    t0 = time.perf_counter()
+    for _ in range(iters):
+        if rank == 0:
+            dist.send(t, 1, group=group)
+            dist.recv(t, 1, group=group)
+        else:
+            dist.recv(t, 0, group=group)
+            dist.send(t, 0, group=group)
+    return slowest((time.perf_counter() - t0) / iters / 2, group)
 
 
 def model(kind):
@@ -155,6 +171,28 @@ def worker(rank, port, args, out):
         if rank == 0:
             print(f"{nbytes:>10} {m * 1e6:12.1f} {g * 1e6:12.1f} "
                   f"{g / m:8.1f}x", flush=True)
+    if rank == 0:
+        print("# dist.send/recv ping-pong, one-way time, median of "
+              f"{ROUNDS_AR} alternating rounds", flush=True)
+    pp = []
+    for nbytes in PP_SIZES:
+        if args.max_bytes and nbytes > args.max_bytes:
+            break
+        t = torch.ones(max(1, nbytes // 4))
+        it = iters_for(nbytes, args.quick)
+        for g in ("mlap2p", "gloo"):
+            time_pingpong(t, groups[g], 2, rank)  # warm-up, connect
+        m, g = [], []
+        for _ in range(ROUNDS_AR):
+            m.append(time_pingpong(t, groups["mlap2p"], it, rank))
+            g.append(time_pingpong(t, groups["gloo"], max(2, it // 4), rank))
+        m, g = statistics.median(m), statistics.median(g)
+        pp.append({"test": "torch_pingpong", "bytes": nbytes,
+                   "mlap2p_us": m * 1e6, "gloo_us": g * 1e6,
+                   "speedup": g / m})
+        if rank == 0:
+            print(f"{nbytes:>10} {m * 1e6:12.1f} {g * 1e6:12.1f} "
+                  f"{g / m:8.1f}x", flush=True)
     steps = 3 if args.quick else 5
     ddp = []
     for kind in ("emb", "mlp"):
@@ -176,7 +214,7 @@ def worker(rank, port, args, out):
             "variants_ms": {k: v for k, v in med.items()
                             if k.startswith("mlap2p ")}})
     if rank == 0:
-        out.put({"allreduce": rows, "ddp": ddp})
+        out.put({"allreduce": rows, "pingpong": pp, "ddp": ddp})
     dist.barrier()
     dist.destroy_process_group()
 
@@ -220,7 +258,7 @@ def main():
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"loadavg": load, "results": res["allreduce"] +
-                       res["ddp"]}, f, indent=1)
+                       res["pingpong"] + res["ddp"]}, f, indent=1)
     return 0
 
 

@@ -520,6 +520,99 @@ static __attribute__((noinline, cold)) void nc_ops_failed(struct nc_comm *c,
 					    __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
 }
 
+/*
+ * mlap2p extension (<nccl.h>): an ncclSend (@send) or ncclRecv posted as
+ * requests, over the same channels and in the same parts, in its turn.
+ */
+_Static_assert(MAXCHANNELS <= MLAP2P_NCCL_IPOST_MAX,
+	       "a message has at most one part per channel");
+NC_EXPORT int mlap2p_nccl_ipost(ncclComm_t comm, int send, void *buf,
+				size_t count, ncclDataType_t datatype,
+				int peer, struct mlap2p_request **reqs,
+				int *nreqs)
+{
+	const char *name = send ? "mlap2p_nccl_ipost(send)" :
+				  "mlap2p_nccl_ipost(recv)";
+	struct nc_comm *c = nc_of(comm);
+	const struct ncclComm *nc;
+	struct mlap2p_comm *m;
+	size_t bytes;
+	int err, k, parts;
+	uint64_t t;
+
+	if (nreqs)
+		*nreqs = 0;
+	if (!c) {
+		nc_fail(NULL, -EINVAL, "%s: invalid communicator", name);
+		return -EINVAL;
+	}
+	if ((send != 0 && send != 1) || !reqs || !nreqs) {
+		nc_fail(c, -EINVAL, "%s: send must be 0 or 1, reqs and nreqs "
+			"not NULL", name);
+		return -EINVAL;
+	}
+	if (!nc_dtype_size(datatype)) {
+		nc_fail(c, -EINVAL, "%s: invalid datatype %d", name, datatype);
+		return -EINVAL;
+	}
+	if (peer < 0 || peer >= c->nranks || peer == c->rank) {
+		nc_fail(c, -EINVAL, "%s: invalid peer %d (rank %d of %d)",
+			name, peer, c->rank, c->nranks);
+		return -EINVAL;
+	}
+	if (count && !buf) {
+		nc_fail(c, -EINVAL, "%s: NULL buffer with count %zu", name,
+			count);
+		return -EINVAL;
+	}
+	if (count > SIZE_MAX / nc_dtype_size(datatype)) {
+		nc_fail(c, -EINVAL, "%s: count %zu overflows", name, count);
+		return -EINVAL;
+	}
+	bytes = count * nc_dtype_size(datatype);
+	if (!__atomic_load_n(&c->initDone, __ATOMIC_ACQUIRE)) {
+		nc_fail(c, -EINPROGRESS, "%s: the communicator's init is still "
+			"running", name);
+		return -EINPROGRESS;
+	}
+	t = nc_ticket(c);
+	nc_turn_wait(c, t);
+	err = nc_enter(c);
+	if (err) {
+		nc_turn_done(c, t);
+		return err;
+	}
+	m = __atomic_load_n(&c->comm, __ATOMIC_ACQUIRE);
+	nc = mlap2p_nccl(m);
+	if (!c->conn[peer] && nc_p2p_ready(m, peer))
+		c->conn[peer] = 1;
+	if (!c->conn[peer]) {
+		err = -ENOTCONN;
+		nc_fail(c, err, "%s: rank %d is not connected to rank %d: an "
+			"ncclSend/ncclRecv between them connects the pair",
+			name, c->rank, peer);
+	}
+	parts = nc_p2p_parts(nc, bytes);
+	for (k = 0; k < parts && !err; k++) {
+		size_t lo = bytes * (size_t)k / (size_t)parts;
+		size_t hi = bytes * (size_t)(k + 1) / (size_t)parts;
+		int ch = send ? mlap2p_p2p_channel(nc, c->rank, peer, k) :
+				mlap2p_p2p_channel(nc, peer, c->rank, k);
+
+		err = mlap2p_ipost_on(m, ch, send, (char *)buf + lo, hi - lo,
+				      peer, &reqs[k]);
+		if (err)
+			nc_lib_fail(c, name, err);
+		else
+			(*nreqs)++;
+	}
+	if (err && err != -ENOTCONN)
+		nc_ops_failed(c, err, 0);
+	nc_leave(c);
+	nc_turn_done(c, t);
+	return err;
+}
+
 static int nc_batch_run(struct nc_batch *b, int async)
 {
 	struct nc_comm *c = b->c;

@@ -11,6 +11,12 @@
             fail at once with the same reason.
   mismatch  rank 0 all-reduces 10 floats, rank 1 20: both raise, naming
             the other rank, instead of hanging.
+  p2pkill   rank 1 answers rank 0's first irecv, then is SIGKILLed while
+            rank 0 waits in its second: that wait raises, naming rank 1,
+            well within the timeout.
+  p2ptimeout  rank 0 irecvs from rank 1, which never sends (so the pair
+            never connects): wait(timeout=1 s) raises after about 1 s, and
+            the next isend fails at once with the same reason.
 
     /usr/bin/python3 python/tests/torch_fault.py [--nprocs 2] [--case kill]
 """
@@ -100,8 +106,48 @@ def case_mismatch(rank, n, q):
     q.put((rank, "no error", 0.0, "", 0))
 
 
+def case_p2pkill(rank, n, q):
+    t = torch.empty(1 << 18)
+    if rank == 1:
+        dist.send(torch.ones(1 << 18), 0)
+        time.sleep(0.5)
+        os.kill(os.getpid(), signal.SIGKILL)
+    dist.recv(t, 1)
+    w = dist.irecv(t, 1)
+    t0 = time.monotonic()
+    try:
+        w.wait()
+    except RuntimeError as e:
+        q.put((rank, "raised", time.monotonic() - t0, str(e), 0))
+        return
+    q.put((rank, "no error", 0.0, "", 0))
+
+
+def case_p2ptimeout(rank, n, q):
+    if rank != 0:
+        time.sleep(4)
+        q.put((rank, "idle", 0.0, "", 0))
+        return
+    w = dist.irecv(torch.empty(8), 1)
+    t0 = time.monotonic()
+    try:
+        w.wait(timeout=datetime.timedelta(seconds=1))
+    except RuntimeError as e:
+        took = time.monotonic() - t0
+        try:  # the group is aborted now: the next call fails at once
+            t1 = time.monotonic()
+            dist.isend(torch.ones(8), 1).wait()
+            again = "no error"
+        except RuntimeError as e2:
+            again = f"{time.monotonic() - t1:.3f}s {e2}"
+        q.put((rank, "raised", took, str(e) + "\n" + again, 0))
+        return
+    q.put((rank, "no error", 0.0, "", 0))
+
+
 CASES = {"kill": case_kill, "timeout": case_timeout,
-         "mismatch": case_mismatch}
+         "mismatch": case_mismatch, "p2pkill": case_p2pkill,
+         "p2ptimeout": case_p2ptimeout}
 
 
 def entry(case, rank, n, port, q):
@@ -126,7 +172,8 @@ def run(case, n):
           for r in range(n)]
     for p in ps:
         p.start()
-    want = n - 1 if case == "kill" else n
+    killed = case in ("kill", "p2pkill")
+    want = n - 1 if killed else n
     res = {}
     deadline = time.monotonic() + TIMEOUT + 60
     while len(res) < want and time.monotonic() < deadline:
@@ -141,11 +188,11 @@ def run(case, n):
             p.kill()
     bad = []
     for r in range(n):
-        if case == "kill" and r == n - 1:
+        if killed and r == n - 1:
             if ps[r].exitcode != -signal.SIGKILL:
                 bad.append(f"rank {r} exit {ps[r].exitcode}, not SIGKILL")
             continue
-        if case == "timeout" and r != 0:
+        if case in ("timeout", "p2ptimeout") and r != 0:
             continue
         if r not in res:
             bad.append(f"rank {r}: no result (hung?)")
@@ -156,11 +203,11 @@ def run(case, n):
         if what != "raised":
             bad.append(f"rank {r}: {what}\n{msg}")
             continue
-        if case == "kill":
+        if killed:
             if f"rank {n - 1}" not in msg or took > TIMEOUT:
                 bad.append(f"rank {r}: took {took:.1f}s or does not name "
                            f"rank {n - 1}: {msg}")
-        elif case == "timeout":
+        elif case in ("timeout", "p2ptimeout"):
             first, again = msg.split("\n", 1)
             if not (0.9 <= took <= 5.0) or "did not complete within 1000 ms" \
                     not in first or "did not complete" not in again:
@@ -184,6 +231,6 @@ if __name__ == "__main__":
     ap.add_argument("--case", choices=sorted(CASES), action="append")
     a = ap.parse_args()
     rc = 0
-    for c in a.case or ["kill", "timeout", "mismatch"]:
+    for c in a.case or sorted(CASES):
         rc |= run(c, 2 if c != "kill" else a.nprocs)
     sys.exit(rc)

@@ -14,6 +14,7 @@ PREMUL_SUM use factors 1/2, 1/4 and 1/2, exact as well.
 import datetime
 import os
 import sys
+import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -305,6 +306,87 @@ def test_p2p_barrier(c, rank, n, gloo):
         w1.wait()
     c.equal(got, torch.arange(1 << 20, dtype=torch.float32) + prv,
             "isend/irecv 4 MiB")
+    # Every rank posts its receives before its sends, and waits only at
+    # the end: the p2p engine progresses them together (on one stream the
+    # first receive held the sends back until the timeout).  Both
+    # neighbours, 3 messages each way from 4 B to 4 MiB, one receive into
+    # a non-contiguous tensor.
+    sizes = (1, 10000, 1 << 20)
+    outs = [torch.arange(k, dtype=torch.float32) * (rank + 1) + j
+            for j, k in enumerate(sizes)]
+    ins_prv = [torch.empty(k) for k in sizes]
+    ins_nxt = [torch.empty(k) for k in sizes]
+    strided = torch.zeros(2 * sizes[1])
+    ins_prv[1] = strided[::2]
+    ws = [dist.irecv(t, prv) for t in ins_prv]
+    ws += [dist.irecv(t, nxt) for t in ins_nxt]
+    ws += [dist.isend(t, nxt) for t in outs]
+    ws += [dist.isend(t, prv) for t in outs]
+    for w in ws:
+        w.wait()
+    for j, k in enumerate(sizes):
+        c.equal(ins_prv[j], torch.arange(k, dtype=torch.float32) *
+                (prv + 1) + j, f"irecv before isend, {k * 4} B from prev")
+        c.equal(ins_nxt[j], torch.arange(k, dtype=torch.float32) *
+                (nxt + 1) + j, f"irecv before isend, {k * 4} B from next")
+    c.equal(strided[1::2], torch.zeros(sizes[1]),
+            "irecv into a strided view left the gaps alone")
+    # The same exchange, waited for by three threads at once, each from
+    # the end of its share: every waiter drives the engine in turn.
+    ins_prv = [torch.empty(k) for k in sizes]
+    ins_nxt = [torch.empty(k) for k in sizes]
+    ws = [dist.irecv(t, prv) for t in ins_prv]
+    ws += [dist.irecv(t, nxt) for t in ins_nxt]
+    ws += [dist.isend(t, nxt) for t in outs]
+    ws += [dist.isend(t, prv) for t in outs]
+    errs = []
+
+    def waiter(share):
+        try:
+            for w in reversed(share):
+                w.wait()
+        except Exception as e:  # noqa: BLE001 (reported below)
+            errs.append(repr(e))
+    th = [threading.Thread(target=waiter, args=(ws[i::3],)) for i in range(3)]
+    for t in th:
+        t.start()
+    for t in th:
+        t.join()
+    c.ok(not errs, f"threaded waits raised nothing: {errs}")
+    c.ok(all(w.is_completed() for w in ws), "threaded waits: all completed")
+    for j, k in enumerate(sizes):
+        c.equal(ins_prv[j], torch.arange(k, dtype=torch.float32) *
+                (prv + 1) + j, f"threaded waits, {k * 4} B from prev")
+        c.equal(ins_nxt[j], torch.arange(k, dtype=torch.float32) *
+                (nxt + 1) + j, f"threaded waits, {k * 4} B from next")
+    # With 4 ranks or more, the first message with the rank opposite is
+    # posted while a 4 MiB exchange with the neighbours is in flight: the
+    # engine connects the new pair once that has drained.
+    if n >= 4:
+        far_to, far_from = (rank + 2) % n, (rank - 2) % n
+        big = torch.arange(1 << 20, dtype=torch.float32) + rank
+        got_big = torch.empty(1 << 20)
+        small = torch.tensor([rank * 10.0, 1.0])
+        got_small = torch.empty(2)
+        ws = [dist.irecv(got_big, prv), dist.isend(big, nxt),
+              dist.isend(small, far_to), dist.irecv(got_small, far_from)]
+        for w in ws:
+            w.wait()
+        c.equal(got_big, torch.arange(1 << 20, dtype=torch.float32) + prv,
+                "4 MiB in flight while a new pair connects")
+        c.equal(got_small, torch.tensor([far_from * 10.0, 1.0]),
+                "first message with the rank opposite")
+    # A batch on one side meets plain isend/irecv on the other.
+    if rank % 2 == 0 or n % 2:
+        reqs = dist.batch_isend_irecv(
+            [dist.P2POp(dist.irecv, ins_prv[2], prv),
+             dist.P2POp(dist.isend, outs[2], nxt)])
+    else:
+        reqs = [dist.isend(outs[2], nxt), dist.irecv(ins_prv[2], prv)]
+    for w in reqs:
+        w.wait()
+    c.equal(ins_prv[2], torch.arange(sizes[2], dtype=torch.float32) *
+            (prv + 1) + 2, "batch_isend_irecv meets isend/irecv")
     # batch_isend_irecv: one group, so every rank may list its send first
     # (each of them used to run alone, and a send of a SIMPLE message
     # waits for its receive: every rank waited in its send until the
@@ -337,7 +419,8 @@ def test_p2p_barrier(c, rank, n, gloo):
     late = torch.tensor([entered], dtype=torch.float64)
     dist.broadcast(late, n - 1)
     c.ok(left >= late.item(), "barrier waited for the late rank")
-    c.say("send/recv every dtype, isend/irecv, batch_isend_irecv, barrier")
+    c.say("send/recv every dtype, isend/irecv (receives posted first too,"
+          " waited for by 3 threads), batch_isend_irecv (and beside isend/irecv), barrier")
 
 
 def test_groups(c, rank, n, gloo):

@@ -5,9 +5,11 @@
  * LL, LL128 and SIMPLE sizes, send/recv to self; then split by parity with
  * reversed keys (and one rank opting out with NCCL_SPLIT_NOCOLOR) and the
  * same exchange inside each child, and a split of everyone with
- * splitShare = 1 used in turn with its parent; then four ranks of one thread from
+ * splitShare = 1 used in turn with its parent; mlap2p_nccl_ipost (its
+ * errors, then receives posted before sends); then four ranks of one thread from
  * ncclCommInitAll, grouped across communicators.
  */
+#include <mlap2p/dataplane.h>
 #include <mlap2p/mlap2p.h>
 #include <mlap2p/transport.h>
 
@@ -74,6 +76,94 @@ static void ring(ncclComm_t comm, cudaStream_t s, int round)
 			exit(1);
 		}
 	}
+}
+
+/*
+ * mlap2p_nccl_ipost on a new child of @comm: the argument errors, -ENOTCONN
+ * before the pair is connected, then a ring exchange with receives posted
+ * before sends (in parts over the P2P channels), and posted receives
+ * meeting plain ncclSend.
+ */
+static void ipost(ncclComm_t comm, int rank, int nranks)
+{
+	int next = (rank + 1) % nranks, prev = (rank + nranks - 1) % nranks;
+	struct mlap2p_request *rq[MLAP2P_NCCL_IPOST_MAX], *sq[MLAP2P_NCCL_IPOST_MAX];
+	int32_t one = 0;
+	ncclComm_t c;
+	size_t k, i;
+	int nr, ns;
+
+	NCCLCHECK(ncclCommSplit(comm, 0, rank, &c, NULL));
+	CHECK(mlap2p_nccl_ipost(NULL, 1, &one, 1, ncclInt32, next, sq,
+				&ns) == -EINVAL && ns == 0);
+	CHECK(mlap2p_nccl_ipost(c, 2, &one, 1, ncclInt32, next, sq,
+				&ns) == -EINVAL && ns == 0);
+	CHECK(strstr(ncclGetLastError(c), "send must be 0 or 1"));
+	CHECK(mlap2p_nccl_ipost(c, 1, &one, 1, (ncclDataType_t)99, next, sq,
+				&ns) == -EINVAL);
+	CHECK(strstr(ncclGetLastError(c), "invalid datatype 99"));
+	CHECK(mlap2p_nccl_ipost(c, 1, &one, 1, ncclInt32, rank, sq,
+				&ns) == -EINVAL);
+	CHECK(strstr(ncclGetLastError(c), "invalid peer"));
+	CHECK(mlap2p_nccl_ipost(c, 0, &one, 1, ncclInt32, nranks, sq,
+				&ns) == -EINVAL);
+	CHECK(mlap2p_nccl_ipost(c, 0, &one, 1, ncclInt32, -1, sq,
+				&ns) == -EINVAL);
+	CHECK(mlap2p_nccl_ipost(c, 1, NULL, 1, ncclInt32, next, sq,
+				&ns) == -EINVAL);
+	CHECK(strstr(ncclGetLastError(c), "NULL buffer with count 1"));
+	CHECK(mlap2p_nccl_ipost(c, 1, &one, 1, ncclInt32, next, NULL,
+				&ns) == -EINVAL);
+	CHECK(mlap2p_nccl_ipost(c, 1, &one, 1, ncclInt32, next, sq,
+				NULL) == -EINVAL);
+	CHECK(mlap2p_nccl_ipost(c, 1, &one, 1, ncclInt32, next, sq,
+				&ns) == -ENOTCONN && ns == 0);
+	CHECK(strstr(ncclGetLastError(c), "is not connected to rank"));
+	/* Argument errors and -ENOTCONN leave the communicator usable. */
+	ring(c, NULL, 9);
+	for (k = 0; k < sizeof(sizes) / sizeof(sizes[0]); k++) {
+		size_t cnt = sizes[k];
+		int32_t *sb = malloc(cnt * 4), *rb = malloc(cnt * 4);
+		int parts = cnt * 4 >= 512 * 1024 ? 2 : 1;
+
+		CHECK(sb && rb);
+		for (i = 0; i < cnt; i++) {
+			sb[i] = val(rank, i, 10);
+			rb[i] = -1;
+		}
+		CHECK(mlap2p_nccl_ipost(c, 0, rb, cnt, ncclInt32, prev, rq,
+					&nr) == 0);
+		CHECK(mlap2p_nccl_ipost(c, 1, sb, cnt, ncclInt32, next, sq,
+					&ns) == 0);
+		if (nr != parts || ns != parts) {
+			fprintf(stderr, "rank %d: count %zu: %d and %d parts, "
+				"want %d\n", rank, cnt, nr, ns, parts);
+			exit(1);
+		}
+		CHECK(mlap2p_request_waitall(nr, rq) == 0);
+		CHECK(mlap2p_request_waitall(ns, sq) == 0);
+		for (i = 0; i < cnt; i++)
+			if (rb[i] != val(prev, i, 10)) {
+				fprintf(stderr, "rank %d count %zu [%zu]: %d\n",
+					rank, cnt, i, rb[i]);
+				exit(1);
+			}
+		/* Small ones (they fit the FIFO): a posted receive meets a
+		 * plain ncclSend. */
+		if (cnt * 4 < 64 * 1024) {
+			for (i = 0; i < cnt; i++)
+				rb[i] = -1;
+			CHECK(mlap2p_nccl_ipost(c, 0, rb, cnt, ncclInt32, prev,
+						rq, &nr) == 0 && nr == 1);
+			NCCLCHECK(ncclSend(sb, cnt, ncclInt32, next, c, NULL));
+			CHECK(mlap2p_request_waitall(nr, rq) == 0);
+			for (i = 0; i < cnt; i++)
+				CHECK(rb[i] == val(prev, i, 10));
+		}
+		free(sb);
+		free(rb);
+	}
+	NCCLCHECK(ncclCommDestroy(c));
 }
 
 static int rank_main(int rank, int nranks, ncclUniqueId id)
@@ -147,6 +237,7 @@ static int rank_main(int rank, int nranks, ncclUniqueId id)
 	NCCLCHECK(ncclCommSplit(comm, NCCL_SPLIT_NOCOLOR, 0, &none, NULL));
 	CHECK(none == NULL);
 	ring(comm, s, 5);
+	ipost(comm, rank, nranks);
 	NCCLCHECK(ncclCommGetAsyncError(comm, &st));
 	CHECK(st == ncclSuccess);
 	CHECK(mlap2p_stream_destroy(s) == 0);

@@ -30,7 +30,7 @@ for f in $names; do
 done
 for f in mlap2p_stream_create mlap2p_stream_destroy mlap2p_stream_synchronize \
 	 mlap2p_stream_query mlap2p_stream_launch mlap2p_comm_split \
-	 mlap2p_nccl_comm; do
+	 mlap2p_nccl_comm mlap2p_nccl_ipost; do
 	echo "$syms" | grep -Eq "^[0-9a-f]+ T $f@@MLAP2P_" ||
 		{ echo "# missing: $f"; fail=1; }
 done

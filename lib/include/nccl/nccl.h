@@ -206,6 +206,30 @@ MLAP2P_NCCL_API(ncclResult_t, ncclGroupEnd, void);
 struct mlap2p_comm;
 struct mlap2p_comm *mlap2p_nccl_comm(ncclComm_t comm);
 
+/*
+ * mlap2p extension: ncclSend (@send 1) or ncclRecv (@send 0) of @count
+ * elements of @datatype with @peer, posted at once as libmlap2p requests
+ * (<mlap2p/dataplane.h>) rather than run to completion: the same
+ * channels and parts as ncclSend/ncclRecv, so either meets it on the
+ * peer, and messages between two ranks match in the order each posted
+ * them.  It takes its turn among @comm's calls as an NCCL call does; the
+ * requests then progress in mlap2p_request_test/wait/waitall, which must
+ * not overlap other calls on @comm.  Up to MLAP2P_NCCL_IPOST_MAX requests
+ * go to @reqs, their number to *@nreqs; the message is done when all
+ * are.  0 or -errno, the text in ncclGetLastError(@comm): -EINVAL for a
+ * bad argument (send not 0 or 1, datatype, peer out of range or this
+ * rank, NULL buffer with a count, NULL @reqs or @nreqs), -ENOTCONN when
+ * the pair is not connected yet (a first ncclSend/ncclRecv between them
+ * connects it; nothing is posted), -EINPROGRESS during a non-blocking
+ * init, or why the communicator failed.  If a later part fails to post,
+ * *@nreqs says how many did, and they must still be waited for.
+ */
+#define MLAP2P_NCCL_IPOST_MAX	32
+struct mlap2p_request;
+int mlap2p_nccl_ipost(ncclComm_t comm, int send, void *buf, size_t count,
+		      ncclDataType_t datatype, int peer,
+		      struct mlap2p_request **reqs, int *nreqs);
+
 #ifdef __cplusplus
 }
 #endif

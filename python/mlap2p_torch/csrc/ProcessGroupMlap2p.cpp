@@ -3,6 +3,8 @@
 // ProcessGroupMlap2p: see ProcessGroupMlap2p.hpp.
 #include "ProcessGroupMlap2p.hpp"
 
+#include <algorithm>
+#include <cerrno>
 #include <cstdlib>
 #include <cstring>
 #include <sstream>
@@ -195,6 +197,8 @@ class ScopedOp {
 // stream the caller does not wait on.
 constexpr cudaStream_t kStream = nullptr;
 
+const char* orEmpty(const char* s) { return s ? s : ""; }
+
 std::string msString(milliseconds t) {
   return std::to_string(t.count()) + " ms";
 }
@@ -240,7 +244,11 @@ void WorkMlap2p::abort() {
 
 bool WorkMlap2p::wait(milliseconds timeout) {
   const milliseconds t = timeout == ::kNoTimeout ? timeout_ : timeout;
-  if (!done_.load(std::memory_order_acquire) && pg_->spin_us_ > 0) {
+  const auto deadline = std::chrono::steady_clock::now() + t;
+  if (done_.load(std::memory_order_acquire)) {
+  } else if (p2p_) {
+    pg_->p2pDrive(*this, deadline);
+  } else if (pg_->spin_us_ > 0) {
     const auto until = std::chrono::steady_clock::now() +
                        std::chrono::microseconds(pg_->spin_us_);
     while (!done_.load(std::memory_order_acquire) &&
@@ -248,7 +256,7 @@ bool WorkMlap2p::wait(milliseconds timeout) {
       std::this_thread::yield();
   }
   std::unique_lock<std::mutex> lock(mutex_);
-  if (!cv_.wait_for(lock, t, [&] { return completed_; })) {
+  if (!cv_.wait_until(lock, deadline, [&] { return completed_; })) {
     lock.unlock();
     const std::string why = "mlap2p: rank " +
                             std::to_string(pg_->getRank()) + ": " + name_ +
@@ -330,8 +338,28 @@ ProcessGroupMlap2p::ProcessGroupMlap2p(ProcessGroupMlap2p& parent, int color,
 }
 
 void ProcessGroupMlap2p::start() {
+  // The p2p engine's communicator: every rank of the group is here now.
+  ncclComm_t p = nullptr;
+  ncclResult_t r = ncclCommSplit(comm_, 0, rank_, &p, nullptr);
+  const int e = r == ncclSuccess ? mlap2p_stream_create(&pstream_) : 0;
+  if (r != ncclSuccess || e) {
+    const std::string why =
+        "mlap2p: rank " + std::to_string(rank_) + ": " +
+        (r != ncclSuccess
+             ? std::string("ncclCommSplit for the p2p engine failed: ") +
+                   ncclGetErrorString(r) + ": " + orEmpty(ncclGetLastError(comm_))
+             : std::string("no stream for the p2p engine: ") +
+                   mlap2p_strerror(e));
+    if (p) (void)ncclCommAbort(p);
+    (void)ncclCommAbort(comm_);
+    comm_ = nullptr;
+    throw std::runtime_error(why);
+  }
+  p2p_ = p;
+  connected_.assign(static_cast<size_t>(size_), 0);
   stream_ = std::thread([this] { streamLoop(); });
   watchdog_ = std::thread([this] { watchdogLoop(); });
+  engine_ = std::thread([this] { p2pLoop(); });
 }
 
 ProcessGroupMlap2p::~ProcessGroupMlap2p() {
@@ -342,12 +370,27 @@ ProcessGroupMlap2p::~ProcessGroupMlap2p() {
   cv_.notify_all();
   if (stream_.joinable()) stream_.join();  // drains the queue
   if (watchdog_.joinable()) watchdog_.join();
-  ncclComm_t c;
+  {
+    std::lock_guard<std::mutex> lock(pmu_);
+    pstop_ = true;
+  }
+  pcv_.notify_all();
+  if (engine_.joinable()) engine_.join();  // drains, within the timeout
+  ncclComm_t c, p;
+  {
+    std::lock_guard<std::mutex> lock(pmu_);
+    p = p2p_;
+    p2p_ = nullptr;
+  }
   {
     std::lock_guard<std::mutex> lock(mu_);
     c = comm_;
     comm_ = nullptr;
   }
+  // Every rank destroys the two in the same order (a destroy waits for
+  // the peers).
+  if (p) (void)ncclCommDestroy(p);
+  if (pstream_) (void)mlap2p_stream_destroy(pstream_);
   if (c) (void)ncclCommDestroy(c);
 }
 
@@ -505,6 +548,15 @@ void ProcessGroupMlap2p::abortComm(const std::string& why) {
   }
   cv_.notify_all();
   (void)ncclCommAbort(c);
+  {
+    // Under pmu_: the engine is not inside p2p_ then (a connect on
+    // pstream_ is, and the abort ends it).  The engine fails what it
+    // holds once it sees p2p_ gone.
+    std::lock_guard<std::mutex> lock(pmu_);
+    if (p2p_) (void)ncclCommAbort(p2p_);
+    p2p_ = nullptr;
+  }
+  pcv_.notify_all();
   for (auto& w : dropped) w->complete(err);
 }
 
@@ -906,50 +958,383 @@ void ProcessGroupMlap2p::startCoalescing() {
 }
 
 void ProcessGroupMlap2p::endCoalescing(
-    std::vector<c10::intrusive_ptr<c10d::Work>>& /*reqs: batchWorks_*/) {
+    std::vector<c10::intrusive_ptr<c10d::Work>>& /*reqs: the batch's Works*/) {
   TORCH_CHECK(coalescing_, "mlap2p: endCoalescing without startCoalescing");
   coalescing_ = false;
-  std::vector<P2p> ops = std::move(batch_);
-  std::vector<c10::intrusive_ptr<WorkMlap2p>> works = std::move(batchWorks_);
+  std::vector<P2pOp> ops = std::move(batch_);
   batch_.clear();
-  batchWorks_.clear();
-  if (ops.empty()) return;
-  size_t bytes = 0;
-  for (const auto& o : ops) bytes += nbytes(o.buf);
-  post(c10d::OpType::UNKNOWN, "batch_isend_irecv", c10d::kUnsetTimeout,
-       bytes, {},
-       [this, ops](ncclComm_t comm) mutable {
-         check("batch_isend_irecv", ncclGroupStart(), comm);
-         ncclResult_t res = ncclSuccess;
-         for (const auto& o : ops) {
-           if (res != ncclSuccess) break;
-           const ncclDataType_t dt = ncclType(o.buf.scalar_type());
-           res = o.send ? ncclSend(o.buf.data_ptr(), o.buf.numel(), dt, o.peer,
-                                   comm, kStream)
-                        : ncclRecv(o.buf.data_ptr(), o.buf.numel(), dt, o.peer,
-                                   comm, kStream);
-         }
-         ncclResult_t end = ncclGroupEnd();
-         check("batch_isend_irecv", res != ncclSuccess ? res : end, comm);
-         for (auto& o : ops)
-           if (!o.send) copyBack(o.t, o.buf);
-       },
-       std::move(works));
+  if (!ops.empty()) p2pPost(std::move(ops));
 }
 
-// Inside a batch: recorded, and its Work ends with the batch's.
-c10::intrusive_ptr<c10d::Work> ProcessGroupMlap2p::p2p(bool send,
-                                                       const at::Tensor& t,
-                                                       int peer) {
+ProcessGroupMlap2p::P2pOp ProcessGroupMlap2p::p2pOp(bool send,
+                                                    const at::Tensor& t,
+                                                    int peer) {
   at::Tensor buf = dense(t);
   auto w = c10::make_intrusive<WorkMlap2p>(
       this, rank_, send ? c10d::OpType::SEND : c10d::OpType::RECV,
       send ? "send" : "recv", seq_++, timeout_, nbytes(buf),
       std::vector<at::Tensor>{t}, nullptr);
   if (!send) w->source_rank_ = peer;
-  batch_.push_back(P2p{send, t, buf, peer});
-  batchWorks_.push_back(w);
-  return w;
+  w->p2p_ = true;
+  return P2pOp{w, send, t, buf, peer, {}, 0};
+}
+
+// Inside a batch: recorded, posted with the batch (endCoalescing).
+c10::intrusive_ptr<c10d::Work> ProcessGroupMlap2p::p2p(bool send,
+                                                       const at::Tensor& t,
+                                                       int peer) {
+  batch_.push_back(p2pOp(send, t, peer));
+  return batch_.back().w;
+}
+
+// Posts @o as ncclSend/ncclRecv would send it (the pair's P2P channels,
+// in parts), into o.reqs; 0 or -errno.  A part that did post stays in
+// o.reqs to be tested out even when a later one fails.
+int ProcessGroupMlap2p::p2pIssue(P2pOp& o) {
+  int n = 0;
+  o.reqs.assign(MLAP2P_NCCL_IPOST_MAX, nullptr);
+  const int r = mlap2p_nccl_ipost(p2p_, o.send ? 1 : 0, o.buf.data_ptr(),
+                                  nbytes(o.buf), ncclUint8, o.peer,
+                                  o.reqs.data(), &n);
+  o.reqs.resize(static_cast<size_t>(n));
+  if (r && !o.status) o.status = r;
+  return r;
+}
+
+// Tests @o's requests once (each test progresses the whole communicator):
+// true when none is left; o.status keeps the first error.
+bool ProcessGroupMlap2p::p2pTest(P2pOp& o) {
+  bool left = false;
+  for (auto& q : o.reqs) {
+    if (!q) continue;
+    int fin = 0;
+    const int r = mlap2p_request_test(&q, &fin);
+    if (r && !o.status) o.status = r;
+    if (r && !fin) q = nullptr;  // ended by the library (an abort)
+    if (q) left = true;
+  }
+  return !left;
+}
+
+std::string ProcessGroupMlap2p::p2pWhy(const P2pOp& o, int err) const {
+  // Nothing posted: the post failed, and said why on the communicator.
+  const char* last = o.reqs.empty() && p2p_ ? ncclGetLastError(p2p_)
+                                            : mlap2p_last_error();
+  return "mlap2p: rank " + std::to_string(rank_) + ": " + o.w->name() +
+         (o.send ? " to" : " from") + " rank " + std::to_string(o.peer) +
+         " failed: " + mlap2p_strerror(err) + (last && *last ? ": " : "") +
+         orEmpty(last);
+}
+
+// The caller posts to the library itself when the engine has nothing
+// ahead of it and the pair is connected (no hand-off: a small send is
+// done here); the engine progresses what is not done at once.
+void ProcessGroupMlap2p::p2pPost(std::vector<P2pOp> ops) {
+  std::exception_ptr err;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    err = broken_;
+  }
+  std::vector<P2pOp> done;
+  std::string why;
+  bool left = false;  // work for the engine
+  if (!err) {
+    std::lock_guard<std::mutex> lock(pmu_);
+    for (auto& o : ops) {
+      if (!why.empty() || !p2p_ || !pqueue_.empty() || !pwaiting_.empty() ||
+          pconnecting_ || !connected_[o.peer]) {
+        pqueue_.push_back(std::move(o));
+        left = true;
+        continue;
+      }
+      (void)p2pIssue(o);
+      const bool fin = p2pTest(o);
+      if (o.status && why.empty()) why = p2pWhy(o, o.status);
+      if (fin) {
+        done.push_back(std::move(o));
+      } else {
+        pactive_.push_back(std::move(o));
+        left = true;
+      }
+    }
+  }
+  if (err) {
+    for (auto& o : ops) o.w->complete(err);
+    return;
+  }
+  if (left) pcv_.notify_all();
+  if (!why.empty()) abortComm(why);
+  if (!done.empty()) p2pFinish(done);
+}
+
+// One pass of the engine, under pmu_: take what callers posted, finish a
+// connect, post what may be posted (in order), test what is in flight.
+// Finished ops go to @done (completed by the caller, without pmu_); @why
+// is set when the communicators must be aborted.  True if anything moved.
+bool ProcessGroupMlap2p::p2pStep(std::vector<P2pOp>& done, std::string& why) {
+  std::vector<P2pOp>& waiting = pwaiting_;
+  std::vector<P2pOp>& active = pactive_;
+  std::vector<int>& pending = ppending_;
+  bool& connecting = pconnecting_;
+  bool moved = false;
+  while (!pqueue_.empty()) {
+    waiting.push_back(std::move(pqueue_.front()));
+    pqueue_.pop_front();
+    moved = true;
+  }
+  // Requests first: after an abort the library has ended them all, and
+  // test only frees them then.  (None are in flight during a connect.)
+  for (size_t i = 0; i < active.size();) {
+    if (!p2pTest(active[i])) {
+      i++;
+      continue;
+    }
+    const int r = active[i].status;
+    if (r && why.empty() && p2p_) why = p2pWhy(active[i], r);
+    done.push_back(std::move(active[i]));
+    active.erase(active.begin() + static_cast<long>(i));
+    moved = true;
+  }
+  if (!p2p_) {  // aborted: the connect ended too
+    for (auto& o : waiting) {
+      o.status = -ECANCELED;
+      done.push_back(std::move(o));
+    }
+    waiting.clear();
+    connecting = false;
+    pending.clear();
+    return moved;
+  }
+  if (connecting) {
+    const int r = mlap2p_stream_query(pstream_);
+    if (r == -EBUSY) return moved;
+    connecting = false;
+    moved = true;
+    if (r) {
+      const char* last = ncclGetLastError(p2p_);
+      if (why.empty())
+        why = "mlap2p: rank " + std::to_string(rank_) +
+              ": connecting to the p2p peers failed: " +
+              mlap2p_strerror(r) + (last && *last ? ": " : "") +
+              (last ? last : "");
+      return moved;
+    }
+    for (int p : pending) connected_[p] = 1;
+    pending.clear();
+  }
+  size_t i = 0;
+  for (; i < waiting.size(); i++) {
+    P2pOp& o = waiting[i];
+    if (!connected_[o.peer]) break;
+    const int r = p2pIssue(o);
+    if (r) {
+      if (why.empty()) why = p2pWhy(o, r);
+      if (o.reqs.empty()) break;
+    }
+    active.push_back(std::move(o));  // (parts that posted: to test out)
+    moved = true;
+    if (r) {
+      i++;
+      break;
+    }
+  }
+  waiting.erase(waiting.begin(), waiting.begin() + static_cast<long>(i));
+  if (waiting.empty() || !why.empty()) return moved;
+  // The connect runs on pstream_, inside the library, and the library
+  // takes one thread at a time on a communicator (its requests progress
+  // in whichever thread tests or waits): so it starts once every request
+  // in flight has ended, and nothing is posted or tested until it ends.
+  if (!active.empty()) return moved;
+  // The next op's peer (and every later unconnected one) is not connected:
+  // one zero-byte exchange with each, which connects the pair; the peer's
+  // engine does the same for its first op with this rank.
+  std::vector<char> want(static_cast<size_t>(size_), 0);
+  for (const auto& o : waiting)
+    if (!connected_[o.peer] && !want[o.peer]) {
+      want[o.peer] = 1;
+      pending.push_back(o.peer);
+    }
+  static char none;
+  ncclResult_t res = ncclGroupStart();
+  for (int p : pending) {
+    if (res == ncclSuccess)
+      res = ncclSend(&none, 0, ncclInt8, p, p2p_, pstream_);
+    if (res == ncclSuccess)
+      res = ncclRecv(&none, 0, ncclInt8, p, p2p_, pstream_);
+  }
+  const ncclResult_t end = ncclGroupEnd();
+  if (res == ncclSuccess) res = end;
+  if (res != ncclSuccess) {
+    const char* last = ncclGetLastError(p2p_);
+    if (why.empty())
+      why = "mlap2p: rank " + std::to_string(rank_) +
+            ": connecting to the p2p peers failed: " +
+            ncclGetErrorString(res) + (last && *last ? ": " : "") +
+            (last ? last : "");
+    pending.clear();
+    return moved;
+  }
+  connecting = true;
+  return true;
+}
+
+// Completes finished ops (without pmu_: a Work's callbacks may post).
+void ProcessGroupMlap2p::p2pFinish(std::vector<P2pOp>& done) {
+  std::exception_ptr broken;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    broken = broken_;
+  }
+  for (auto& o : done) {
+    std::exception_ptr err;
+    if (!o.status && !o.send) {
+      try {  // into a strided tensor: an error is this op's, not the loop's
+        copyBack(o.t, o.buf);
+      } catch (...) {
+        err = std::current_exception();
+      }
+    }
+    if (o.status)
+      err = broken ? broken
+                   : std::make_exception_ptr(std::runtime_error(
+                         "mlap2p: rank " + std::to_string(rank_) + ": " +
+                         o.w->name() + " failed: " +
+                         mlap2p_strerror(o.status)));
+    o.w->complete(err);
+  }
+  done.clear();
+}
+
+void ProcessGroupMlap2p::p2pLoop() {
+  const std::vector<P2pOp>& waiting = pwaiting_;
+  const std::vector<P2pOp>& active = pactive_;
+  const bool& connecting = pconnecting_;
+  std::vector<P2pOp> done;
+  // With requests in flight the engine yields (a message's steps need
+  // it) until kBusy has passed without one finishing, then sleeps, 10 to
+  // 200 us; idle, it yields for spin_us_, then sleeps until a post.
+  constexpr auto kBusy = std::chrono::milliseconds(10);
+  auto idleSince = std::chrono::steady_clock::now();
+  auto nap = std::chrono::microseconds(10);
+  std::chrono::steady_clock::time_point stopAt;
+  std::unique_lock<std::mutex> lock(pmu_);
+  for (;;) {
+    if (pdrivers_) {  // a waiter progresses everything (p2pDrive)
+      // Woken when the last driver leaves work, or by a post or a stop.
+      pcv_.wait(lock, [&] { return pdrivers_ == 0; });
+      idleSince = std::chrono::steady_clock::now();
+      nap = std::chrono::microseconds(10);
+    }
+    std::string why;
+    const bool moved = p2pStep(done, why);
+    if (!done.empty() || !why.empty()) {
+      lock.unlock();
+      if (!why.empty()) abortComm(why);
+      p2pFinish(done);
+      lock.lock();
+      continue;
+    }
+    if (pstop_ && waiting.empty() && active.empty() && !connecting &&
+        pqueue_.empty())
+      break;
+    if (pstop_ && p2p_) {
+      // Destroyed with sends or receives that nobody waited for: they
+      // get the group's timeout to finish, then the group is aborted.
+      if (stopAt == std::chrono::steady_clock::time_point())
+        stopAt = std::chrono::steady_clock::now() + timeout_;
+      else if (std::chrono::steady_clock::now() > stopAt) {
+        lock.unlock();
+        abortComm("mlap2p: rank " + std::to_string(rank_) +
+                  ": process group destroyed with " +
+                  std::to_string(waiting.size() + active.size()) +
+                  " send/recv not finished within " + msString(timeout_));
+        lock.lock();
+        continue;
+      }
+    }
+    if (moved) {
+      idleSince = std::chrono::steady_clock::now();
+      nap = std::chrono::microseconds(10);
+      continue;
+    }
+    const bool busy = !active.empty() || connecting;
+    const size_t nActive = active.size();
+    if (std::chrono::steady_clock::now() - idleSince <
+        (busy ? std::chrono::duration_cast<std::chrono::microseconds>(kBusy)
+              : std::chrono::microseconds(spin_us_))) {
+      // The next op (a reply, say) comes soon more often than not: a
+      // wake through pcv_ costs about 10 us here.
+      lock.unlock();
+      std::this_thread::yield();
+      lock.lock();
+      continue;
+    }
+    if (waiting.empty() && active.empty() && !connecting) {
+      // Until there is work: a caller may have posted straight to active
+      // (p2pPost), or a driver may have left ops waiting or a connect.
+      pcv_.wait(lock, [&] {
+        return pstop_ || !pqueue_.empty() || !waiting.empty() ||
+               !active.empty() || connecting;
+      });
+      idleSince = std::chrono::steady_clock::now();
+      continue;
+    }
+    pcv_.wait_for(lock, nap,
+                  [&] { return !pqueue_.empty() || active.size() > nActive; });
+    nap = std::min(nap * 2, std::chrono::microseconds(200));
+  }
+}
+
+// wait() on a send or recv: the waiting thread progresses the engine
+// itself (everything in it, in order) until @w ends or @deadline, while
+// the engine thread sleeps, as MPI's blocking calls poll: no hand-off
+// between two threads on the rank's core for each message.  After
+// spin_us_ without anything finishing it yields between passes.
+void ProcessGroupMlap2p::p2pDrive(WorkMlap2p& w,
+                                  std::chrono::steady_clock::time_point
+                                      deadline) {
+  std::vector<P2pOp> done;
+  auto idleSince = std::chrono::steady_clock::now();
+  const auto spin = std::chrono::microseconds(spin_us_);
+  std::unique_lock<std::mutex> lock(pmu_);
+  // Leaves as a driver however it leaves (a tensor copy may throw): the
+  // engine sleeps while pdrivers_ is not 0.
+  struct Leave {
+    ProcessGroupMlap2p* pg;
+    std::unique_lock<std::mutex>& lock;
+    ~Leave() {
+      if (!lock.owns_lock()) lock.lock();
+      // The engine takes over what is left (a wake costs the rank's CPU
+      // a context switch: none when nothing is left).
+      const bool left = --pg->pdrivers_ == 0 &&
+                        (!pg->pqueue_.empty() || !pg->pwaiting_.empty() ||
+                         !pg->pactive_.empty() || pg->pconnecting_);
+      lock.unlock();
+      if (left) pg->pcv_.notify_all();
+    }
+  } leave{this, lock};
+  pdrivers_++;
+  while (!w.done_.load(std::memory_order_acquire)) {
+    std::string why;
+    const bool moved = p2pStep(done, why);
+    if (!done.empty() || !why.empty()) {
+      lock.unlock();
+      if (!why.empty()) abortComm(why);
+      p2pFinish(done);
+      lock.lock();
+      idleSince = std::chrono::steady_clock::now();
+      continue;
+    }
+    const auto now = std::chrono::steady_clock::now();
+    if (now >= deadline || (!p2p_ && pqueue_.empty() && pwaiting_.empty() &&
+                            pactive_.empty()))
+      break;
+    if (moved) idleSince = now;
+    // Let callers of p2pPost in between passes.
+    lock.unlock();
+    if (now - idleSince > spin) std::this_thread::yield();
+    lock.lock();
+  }
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupMlap2p::send(
@@ -958,15 +1343,12 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupMlap2p::send(
   TORCH_CHECK(dstRank >= 0 && dstRank < size_ && dstRank != rank_,
               "mlap2p: send: bad destination rank ", dstRank);
   if (coalescing_) return p2p(true, tensors[0], dstRank);
-  at::Tensor buf = dense(tensors[0]);
-  const ncclDataType_t dt = ncclType(buf.scalar_type());
-  return post(c10d::OpType::SEND, "send", c10d::kUnsetTimeout, nbytes(buf),
-              {tensors[0]}, [this, buf, dt, dstRank](ncclComm_t comm) {
-                check("send",
-                      ncclSend(buf.data_ptr(), buf.numel(), dt, dstRank, comm,
-                               kStream),
-                      comm);
-              });
+  P2pOp o = p2pOp(true, tensors[0], dstRank);
+  auto w = o.w;
+  std::vector<P2pOp> ops;
+  ops.push_back(std::move(o));
+  p2pPost(std::move(ops));
+  return w;
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupMlap2p::recv(
@@ -975,18 +1357,11 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupMlap2p::recv(
   TORCH_CHECK(srcRank >= 0 && srcRank < size_ && srcRank != rank_,
               "mlap2p: recv: bad source rank ", srcRank);
   if (coalescing_) return p2p(false, tensors[0], srcRank);
-  at::Tensor t = tensors[0];
-  at::Tensor buf = dense(t);
-  const ncclDataType_t dt = ncclType(buf.scalar_type());
-  auto w = post(c10d::OpType::RECV, "recv", c10d::kUnsetTimeout, nbytes(buf),
-                {t}, [this, t, buf, dt, srcRank](ncclComm_t comm) mutable {
-                  check("recv",
-                        ncclRecv(buf.data_ptr(), buf.numel(), dt, srcRank,
-                                 comm, kStream),
-                        comm);
-                  copyBack(t, buf);
-                });
-  w->source_rank_ = srcRank;
+  P2pOp o = p2pOp(false, tensors[0], srcRank);
+  auto w = o.w;
+  std::vector<P2pOp> ops;
+  ops.push_back(std::move(o));
+  p2pPost(std::move(ops));
   return w;
 }
 

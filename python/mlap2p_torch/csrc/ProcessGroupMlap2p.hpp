@@ -3,14 +3,25 @@
 // ProcessGroupMlap2p: a torch 1.13 c10d::ProcessGroup on libmlap2p's NCCL
 // API (<nccl.h> from pkg-config mlap2p-nccl), host memory only.
 //
-// One communicator per process group.  Operations run in order on the
-// group's progress thread (the group's host stream); a small one may run
-// at once on the caller's thread when that stream is idle (see
-// MLAP2P_TORCH_INLINE_BYTES in README.md), which keeps dist.all_reduce's
-// latency close to the library's.  Every Work completes with the result
-// or with an exception naming this rank, the operation and the library's
-// message (which names a dead or mismatched peer).  A Work that outlives
-// its timeout aborts the communicator, as ProcessGroupNCCL does.
+// Two communicators per process group.  Collectives (and barrier) run in
+// order on the group's progress thread (the group's host stream); a small
+// one may run at once on the caller's thread when that stream is idle
+// (see MLAP2P_TORCH_INLINE_BYTES in README.md), which keeps
+// dist.all_reduce's latency close to the library's.  Point-to-point
+// operations (send, recv, batch_isend_irecv) go to the p2p engine: a
+// second communicator, split from the first when the group is made, and
+// a thread that posts each one as library requests (mlap2p_nccl_ipost:
+// ncclSend's channels and parts) the moment it arrives and progresses all of them together, so a recv
+// posted before a send on every rank completes, as it does on Gloo; a
+// thread in wait() on a send or recv does the engine's work itself while
+// the engine's thread sleeps (p2pDrive), which saves two hand-offs.  The
+// first message between two ranks connects them (a zero-byte exchange on
+// the engine's library stream, which ncclCommAbort can interrupt); while
+// it waits for the peer, the engine's other messages wait too.  Every
+// Work completes with the result or with an exception naming this rank,
+// the operation and the library's message (which names a dead or
+// mismatched peer).  A Work that outlives its timeout aborts both
+// communicators, as ProcessGroupNCCL does.
 #pragma once
 
 #include <atomic>
@@ -33,6 +44,8 @@
 #include <torch/csrc/distributed/c10d/Work.hpp>
 
 #include <nccl.h>
+#include <mlap2p/dataplane.h>
+#include <mlap2p/mlap2p.h>
 
 namespace mlap2p_torch {
 
@@ -74,6 +87,7 @@ class WorkMlap2p : public c10d::Work {
   c10::intrusive_ptr<c10::ivalue::Future> future_;
   int source_rank_ = -1;
   std::atomic<bool> done_{false};  // complete() has run (for the spin)
+  bool p2p_ = false;  // a send or recv of the p2p engine (wait drives it)
   // A batch's sends and receives (endCoalescing): they end with it.
   std::vector<c10::intrusive_ptr<WorkMlap2p>> members_;
 };
@@ -171,6 +185,25 @@ class ProcessGroupMlap2p : public c10d::ProcessGroup {
                                           members = {});
   c10::intrusive_ptr<c10d::Work> p2p(bool send, const at::Tensor& t,
                                      int peer);
+  // A send or recv for the p2p engine (its Work completes it).
+  struct P2pOp {
+    c10::intrusive_ptr<WorkMlap2p> w;
+    bool send;
+    at::Tensor t, buf;  // the tensor, and its dense stand-in
+    int peer;
+    std::vector<mlap2p_request*> reqs;  // once posted: one per part
+    int status = 0;                     // the first error: 0 or -errno
+  };
+  P2pOp p2pOp(bool send, const at::Tensor& t, int peer);
+  int p2pIssue(P2pOp& o);  // under pmu_: mlap2p_nccl_ipost
+  bool p2pTest(P2pOp& o);  // under pmu_: true when o.reqs all ended
+  std::string p2pWhy(const P2pOp& o, int err) const;
+  void p2pPost(std::vector<P2pOp> ops);  // in order, all at once
+  void p2pLoop();
+  void p2pFinish(std::vector<P2pOp>& done);
+  bool p2pStep(std::vector<P2pOp>& done, std::string& why);
+  void p2pDrive(WorkMlap2p& w,
+                std::chrono::steady_clock::time_point deadline);
   void streamLoop();
   void watchdogLoop();
   ncclComm_t runSplit(int color, int key);
@@ -186,14 +219,8 @@ class ProcessGroupMlap2p : public c10d::ProcessGroup {
   int spin_us_;       // MLAP2P_TORCH_SPIN_US: stay awake this long
   uint64_t seq_ = 0;  // next operation number (caller side)
   // Between startCoalescing and endCoalescing (caller side): the batch.
-  struct P2p {
-    bool send;
-    at::Tensor t, buf;
-    int peer;
-  };
   bool coalescing_ = false;
-  std::vector<P2p> batch_;
-  std::vector<c10::intrusive_ptr<WorkMlap2p>> batchWorks_;
+  std::vector<P2pOp> batch_;
 
   // Everything below is guarded by mu_.
   mutable std::mutex mu_;
@@ -211,6 +238,23 @@ class ProcessGroupMlap2p : public c10d::ProcessGroup {
 
   std::thread stream_;
   std::thread watchdog_;
+
+  // The p2p engine.  Guarded by pmu_, which the engine holds whenever it
+  // calls into p2p_, so that abortComm (which takes it) never frees the
+  // communicator under a call; the connect runs on pstream_ instead.
+  std::mutex pmu_;
+  std::condition_variable pcv_;
+  std::deque<P2pOp> pqueue_;  // posted by callers, not yet taken
+  std::vector<P2pOp> pwaiting_;  // taken, waiting for a connect
+  std::vector<P2pOp> pactive_;   // given to the library
+  bool pconnecting_ = false;     // a connect runs on pstream_
+  std::vector<int> ppending_;    // the peers it connects
+  int pdrivers_ = 0;             // threads in p2pDrive (the engine sleeps)
+  bool pstop_ = false;
+  ncclComm_t p2p_ = nullptr;  // null once aborted
+  cudaStream_t pstream_ = nullptr;
+  std::vector<char> connected_;  // per peer (engine only)
+  std::thread engine_;
 };
 
 }  // namespace mlap2p_torch
