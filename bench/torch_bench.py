@@ -152,47 +152,35 @@ def worker(rank, port, args, out):
             groups[name] = dist.new_group(backend="mlap2p", timeout=timeout)
             if var:
                 del os.environ[var]
-    rows = []
-    for nbytes in SIZES:
-        if args.max_bytes and nbytes > args.max_bytes:
-            break
-        t = torch.ones(max(1, nbytes // 4))
-        it = iters_for(nbytes, args.quick)
-        for g in ("mlap2p", "gloo"):
-            time_allreduce(t, groups[g], 2)  # warm-up
-        m, g = [], []
-        for _ in range(ROUNDS_AR):
-            m.append(time_allreduce(t, groups["mlap2p"], it))
-            g.append(time_allreduce(t, groups["gloo"], max(2, it // 4)))
-        m, g = statistics.median(m), statistics.median(g)
-        rows.append({"test": "torch_allreduce", "bytes": nbytes,
-                     "mlap2p_us": m * 1e6, "gloo_us": g * 1e6,
-                     "speedup": g / m})
-        if rank == 0:
-            print(f"{nbytes:>10} {m * 1e6:12.1f} {g * 1e6:12.1f} "
-                  f"{g / m:8.1f}x", flush=True)
+    def compare(test, sizes, timer):
+        """One row per size: timer(t, group, iters) for mlap2p and Gloo,
+        in alternating rounds (Gloo, the slower, a quarter as many)."""
+        rows = []
+        for nbytes in sizes:
+            if args.max_bytes and nbytes > args.max_bytes:
+                break
+            t = torch.ones(max(1, nbytes // 4))
+            it = iters_for(nbytes, args.quick)
+            for g in ("mlap2p", "gloo"):
+                timer(t, groups[g], 2)  # warm-up (and the connect)
+            m, g = [], []
+            for _ in range(ROUNDS_AR):
+                m.append(timer(t, groups["mlap2p"], it))
+                g.append(timer(t, groups["gloo"], max(2, it // 4)))
+            m, g = statistics.median(m), statistics.median(g)
+            rows.append({"test": test, "bytes": nbytes, "mlap2p_us": m * 1e6,
+                         "gloo_us": g * 1e6, "speedup": g / m})
+            if rank == 0:
+                print(f"{nbytes:>10} {m * 1e6:12.1f} {g * 1e6:12.1f} "
+                      f"{g / m:8.1f}x", flush=True)
+        return rows
+
+    rows = compare("torch_allreduce", SIZES, time_allreduce)
     if rank == 0:
         print("# dist.send/recv ping-pong, one-way time, median of "
               f"{ROUNDS_AR} alternating rounds", flush=True)
-    pp = []
-    for nbytes in PP_SIZES:
-        if args.max_bytes and nbytes > args.max_bytes:
-            break
-        t = torch.ones(max(1, nbytes // 4))
-        it = iters_for(nbytes, args.quick)
-        for g in ("mlap2p", "gloo"):
-            time_pingpong(t, groups[g], 2, rank)  # warm-up, connect
-        m, g = [], []
-        for _ in range(ROUNDS_AR):
-            m.append(time_pingpong(t, groups["mlap2p"], it, rank))
-            g.append(time_pingpong(t, groups["gloo"], max(2, it // 4), rank))
-        m, g = statistics.median(m), statistics.median(g)
-        pp.append({"test": "torch_pingpong", "bytes": nbytes,
-                   "mlap2p_us": m * 1e6, "gloo_us": g * 1e6,
-                   "speedup": g / m})
-        if rank == 0:
-            print(f"{nbytes:>10} {m * 1e6:12.1f} {g * 1e6:12.1f} "
-                  f"{g / m:8.1f}x", flush=True)
+    pp = compare("torch_pingpong", PP_SIZES,
+                 lambda t, g, it: time_pingpong(t, g, it, rank))
     steps = 3 if args.quick else 5
     ddp = []
     for kind in ("emb", "mlp"):

@@ -436,17 +436,40 @@ static int nc_self(struct nc_comm *c, const struct nc_op *ops, int n)
 }
 
 /*
- * The batch's send/recv, all posted before any is waited on (NCCL's group
- * semantics), each over its peer's P2P channels: a message of several
- * parts (nc_p2p_parts) puts part k, bytes [bytes*k/K, bytes*(k+1)/K),
- * on the k-th channel.
+ * One message to or from @peer over the pair's P2P channels: a message of
+ * several parts (nc_p2p_parts) puts part k, bytes [bytes*k/K,
+ * bytes*(k+1)/K), on the k-th channel. Both ends cut it by this rule.
+ * Each part posted adds a request at reqs[*nreq].
  */
+static int nc_p2p_post_one(struct mlap2p_comm *m, int send, char *buf,
+			   size_t bytes, int me, int peer,
+			   struct mlap2p_request **reqs, int *nreq)
+{
+	const struct ncclComm *comm = mlap2p_nccl(m);
+	int k, parts = nc_p2p_parts(comm, bytes), ret = 0;
+
+	for (k = 0; k < parts && !ret; k++) {
+		size_t lo = bytes * (size_t)k / (size_t)parts;
+		size_t hi = bytes * (size_t)(k + 1) / (size_t)parts;
+		int ch = send ? mlap2p_p2p_channel(comm, me, peer, k) :
+				mlap2p_p2p_channel(comm, peer, me, k);
+
+		ret = mlap2p_ipost_on(m, ch, send, buf + lo, hi - lo, peer,
+				      &reqs[*nreq]);
+		if (!ret)
+			(*nreq)++;
+	}
+	return ret;
+}
+
+/* The batch's send/recv, all posted before any is waited on (NCCL's
+ * group semantics). */
 static int nc_p2p_post(struct mlap2p_comm *m, const struct nc_op *ops, int n,
 		       int me)
 {
 	const struct ncclComm *comm = mlap2p_nccl(m);
 	struct mlap2p_request **req;
-	int i, k, nreq = 0, ret = 0, r;
+	int i, nreq = 0, ret = 0, r;
 
 	req = calloc((size_t)n * (size_t)comm->p2pnChannelsPerPeer,
 		     sizeof(*req));
@@ -454,23 +477,13 @@ static int nc_p2p_post(struct mlap2p_comm *m, const struct nc_op *ops, int n,
 		return -ENOMEM;
 	for (i = 0; i < n && !ret; i++) {
 		size_t bytes = ops[i].count * nc_dtype_size(ops[i].dtype);
-		int send = ops[i].kind == NC_SEND, peer = ops[i].root, parts;
-		char *buf = send ? (char *)ops[i].sbuf : ops[i].rbuf;
+		int send = ops[i].kind == NC_SEND;
 
-		if ((!send && ops[i].kind != NC_RECV) || peer == me)
+		if ((!send && ops[i].kind != NC_RECV) || ops[i].root == me)
 			continue;
-		parts = nc_p2p_parts(comm, bytes);
-		for (k = 0; k < parts && !ret; k++) {
-			size_t lo = bytes * (size_t)k / (size_t)parts;
-			size_t hi = bytes * (size_t)(k + 1) / (size_t)parts;
-			int ch = send ? mlap2p_p2p_channel(comm, me, peer, k) :
-					mlap2p_p2p_channel(comm, peer, me, k);
-
-			ret = mlap2p_ipost_on(m, ch, send, buf + lo, hi - lo,
-					      peer, &req[nreq]);
-			if (!ret)
-				nreq++;
-		}
+		ret = nc_p2p_post_one(m, send,
+				      send ? (char *)ops[i].sbuf : ops[i].rbuf,
+				      bytes, me, ops[i].root, req, &nreq);
 	}
 	r = nreq ? mlap2p_request_waitall(nreq, req) : 0;
 	free(req);
@@ -534,10 +547,9 @@ NC_EXPORT int mlap2p_nccl_ipost(ncclComm_t comm, int send, void *buf,
 	const char *name = send ? "mlap2p_nccl_ipost(send)" :
 				  "mlap2p_nccl_ipost(recv)";
 	struct nc_comm *c = nc_of(comm);
-	const struct ncclComm *nc;
 	struct mlap2p_comm *m;
 	size_t bytes;
-	int err, k, parts;
+	int err;
 	uint64_t t;
 
 	if (nreqs)
@@ -583,7 +595,6 @@ NC_EXPORT int mlap2p_nccl_ipost(ncclComm_t comm, int send, void *buf,
 		return err;
 	}
 	m = __atomic_load_n(&c->comm, __ATOMIC_ACQUIRE);
-	nc = mlap2p_nccl(m);
 	if (!c->conn[peer] && nc_p2p_ready(m, peer))
 		c->conn[peer] = 1;
 	if (!c->conn[peer]) {
@@ -592,19 +603,11 @@ NC_EXPORT int mlap2p_nccl_ipost(ncclComm_t comm, int send, void *buf,
 			"ncclSend/ncclRecv between them connects the pair",
 			name, c->rank, peer);
 	}
-	parts = nc_p2p_parts(nc, bytes);
-	for (k = 0; k < parts && !err; k++) {
-		size_t lo = bytes * (size_t)k / (size_t)parts;
-		size_t hi = bytes * (size_t)(k + 1) / (size_t)parts;
-		int ch = send ? mlap2p_p2p_channel(nc, c->rank, peer, k) :
-				mlap2p_p2p_channel(nc, peer, c->rank, k);
-
-		err = mlap2p_ipost_on(m, ch, send, (char *)buf + lo, hi - lo,
-				      peer, &reqs[k]);
+	if (!err) {
+		err = nc_p2p_post_one(m, send, buf, bytes, c->rank, peer, reqs,
+				      nreqs);
 		if (err)
 			nc_lib_fail(c, name, err);
-		else
-			(*nreqs)++;
 	}
 	if (err && err != -ENOTCONN)
 		nc_ops_failed(c, err, 0);

@@ -70,29 +70,37 @@ def case_kill(rank, n, q):
     q.put((rank, "no error", 0.0, "", step))
 
 
-def case_timeout(rank, n, q):
+def timed_out(rank, q, start, again):
+    """Rank 0 waits 1 s on what start() posts, which nobody answers
+    (the others idle); then again(), on the aborted group, must fail at
+    once."""
     if rank != 0:
         time.sleep(4)
         q.put((rank, "idle", 0.0, "", 0))
         return
-    # 1 MiB: above MLAP2P_TORCH_INLINE_BYTES, so the call returns at once
-    # and runs on the group's stream.
-    t = torch.ones(1 << 18)
-    w = dist.all_reduce(t, async_op=True)
+    w = start()
     t0 = time.monotonic()
     try:
         w.wait(timeout=datetime.timedelta(seconds=1))
     except RuntimeError as e:
         took = time.monotonic() - t0
-        try:  # the group is aborted now: the next call fails at once
+        try:
             t1 = time.monotonic()
-            dist.all_reduce(torch.ones(1))
-            again = "no error"
+            again()
+            after = "no error"
         except RuntimeError as e2:
-            again = f"{time.monotonic() - t1:.3f}s {e2}"
-        q.put((rank, "raised", took, str(e) + "\n" + again, 0))
+            after = f"{time.monotonic() - t1:.3f}s {e2}"
+        q.put((rank, "raised", took, str(e) + "\n" + after, 0))
         return
     q.put((rank, "no error", 0.0, "", 0))
+
+
+def case_timeout(rank, n, q):
+    # 1 MiB: above MLAP2P_TORCH_INLINE_BYTES, so the call returns at once
+    # and runs on the group's stream.
+    timed_out(rank, q,
+              lambda: dist.all_reduce(torch.ones(1 << 18), async_op=True),
+              lambda: dist.all_reduce(torch.ones(1)))
 
 
 def case_mismatch(rank, n, q):
@@ -124,25 +132,8 @@ def case_p2pkill(rank, n, q):
 
 
 def case_p2ptimeout(rank, n, q):
-    if rank != 0:
-        time.sleep(4)
-        q.put((rank, "idle", 0.0, "", 0))
-        return
-    w = dist.irecv(torch.empty(8), 1)
-    t0 = time.monotonic()
-    try:
-        w.wait(timeout=datetime.timedelta(seconds=1))
-    except RuntimeError as e:
-        took = time.monotonic() - t0
-        try:  # the group is aborted now: the next call fails at once
-            t1 = time.monotonic()
-            dist.isend(torch.ones(8), 1).wait()
-            again = "no error"
-        except RuntimeError as e2:
-            again = f"{time.monotonic() - t1:.3f}s {e2}"
-        q.put((rank, "raised", took, str(e) + "\n" + again, 0))
-        return
-    q.put((rank, "no error", 0.0, "", 0))
+    timed_out(rank, q, lambda: dist.irecv(torch.empty(8), 1),
+              lambda: dist.isend(torch.ones(8), 1).wait())
 
 
 CASES = {"kill": case_kill, "timeout": case_timeout,

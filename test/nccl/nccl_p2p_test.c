@@ -6,12 +6,15 @@
  * reversed keys (and one rank opting out with NCCL_SPLIT_NOCOLOR) and the
  * same exchange inside each child, and a split of everyone with
  * splitShare = 1 used in turn with its parent; mlap2p_nccl_ipost (its
- * errors, then receives posted before sends); then four ranks of one thread from
- * ncclCommInitAll, grouped across communicators.
+ * errors, then receives posted before sends), and its -EINPROGRESS while a
+ * non-blocking init waits for a rank that has not joined; then four ranks
+ * of one thread from ncclCommInitAll, grouped across communicators.
  */
 #include <mlap2p/dataplane.h>
 #include <mlap2p/mlap2p.h>
 #include <mlap2p/transport.h>
+
+#include <poll.h>
 
 #include "nccl_ranks.h"
 
@@ -245,6 +248,58 @@ static int rank_main(int rank, int nranks, ncclUniqueId id)
 	return 0;
 }
 
+/* Rank 0 tells rank 1 to join through this pipe, made before the fork. */
+static int join_pipe[2];
+
+/*
+ * Rank 0's non-blocking init cannot end before rank 1 joins, and rank 1
+ * joins only when rank 0 has seen mlap2p_nccl_ipost refuse with
+ * -EINPROGRESS; then the init ends and the same call connects.
+ */
+static int init_main(int rank, int nranks, ncclUniqueId id)
+{
+	struct mlap2p_request *q[MLAP2P_NCCL_IPOST_MAX];
+	ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
+	int32_t one = 7, got = 0;
+	double t0 = nt_now();
+	ncclResult_t st;
+	ncclComm_t c;
+	int n = -1;
+	char b = 1;
+
+	if (rank == 1) {
+		struct pollfd pfd = { .fd = join_pipe[0], .events = POLLIN };
+
+		/* The parent holds the pipe open too: if rank 0 fails, this
+		 * times out rather than waiting for good. */
+		close(join_pipe[1]);
+		CHECK(poll(&pfd, 1, 20000) == 1);
+		CHECK(read(join_pipe[0], &b, 1) == 1);
+		NCCLCHECK(ncclCommInitRank(&c, nranks, id, rank));
+		NCCLCHECK(ncclRecv(&got, 1, ncclInt32, 0, c, NULL));
+		CHECK(got == 7);
+		NCCLCHECK(ncclCommDestroy(c));
+		return 0;
+	}
+	close(join_pipe[0]);
+	cfg.blocking = 0;
+	NCCLEQ(ncclInProgress, ncclCommInitRankConfig(&c, nranks, id, rank,
+						      &cfg));
+	CHECK(mlap2p_nccl_ipost(c, 1, &one, 1, ncclInt32, 1, q, &n) ==
+	      -EINPROGRESS && n == 0);
+	CHECK(strstr(ncclGetLastError(c), "init is still running"));
+	CHECK(write(join_pipe[1], &b, 1) == 1);
+	close(join_pipe[1]);
+	do {
+		NCCLCHECK(ncclCommGetAsyncError(c, &st));
+		CHECK(st == ncclInProgress || st == ncclSuccess);
+		CHECK(nt_now() - t0 < 20);
+	} while (st == ncclInProgress);
+	NCCLCHECK(ncclSend(&one, 1, ncclInt32, 1, c, NULL));
+	NCCLCHECK(ncclCommDestroy(c));
+	return 0;
+}
+
 /* Four ranks of this one thread: groups across communicators. */
 static void one_thread(void)
 {
@@ -288,6 +343,10 @@ int main(void)
 {
 	nt_env();
 	CHECK(nt_run_ranks(5, rank_main) == 0);
+	CHECK(pipe(join_pipe) == 0);
+	CHECK(nt_run_ranks(2, init_main) == 0);
+	close(join_pipe[0]);
+	close(join_pipe[1]);
 	one_thread();
 	printf("nccl_p2p_test: ok\n");
 	return 0;

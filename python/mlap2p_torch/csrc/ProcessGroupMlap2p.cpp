@@ -1205,6 +1205,27 @@ void ProcessGroupMlap2p::p2pFinish(std::vector<P2pOp>& done) {
   done.clear();
 }
 
+// Whether the engine has anything to do (pmu_ held).
+bool ProcessGroupMlap2p::p2pBusy() const {
+  return !pqueue_.empty() || !pwaiting_.empty() || !pactive_.empty() ||
+         pconnecting_;
+}
+
+// One pass of the engine, @lock holding pmu_: a step, then, without pmu_,
+// the abort it asked for and the completions.  True when ops ended or the
+// group was aborted; @moved says whether the step made progress.
+bool ProcessGroupMlap2p::p2pPass(std::unique_lock<std::mutex>& lock,
+                                 std::vector<P2pOp>& done, bool& moved) {
+  std::string why;
+  moved = p2pStep(done, why);
+  if (done.empty() && why.empty()) return false;
+  lock.unlock();
+  if (!why.empty()) abortComm(why);
+  p2pFinish(done);
+  lock.lock();
+  return true;
+}
+
 void ProcessGroupMlap2p::p2pLoop() {
   const std::vector<P2pOp>& waiting = pwaiting_;
   const std::vector<P2pOp>& active = pactive_;
@@ -1225,18 +1246,9 @@ void ProcessGroupMlap2p::p2pLoop() {
       idleSince = std::chrono::steady_clock::now();
       nap = std::chrono::microseconds(10);
     }
-    std::string why;
-    const bool moved = p2pStep(done, why);
-    if (!done.empty() || !why.empty()) {
-      lock.unlock();
-      if (!why.empty()) abortComm(why);
-      p2pFinish(done);
-      lock.lock();
-      continue;
-    }
-    if (pstop_ && waiting.empty() && active.empty() && !connecting &&
-        pqueue_.empty())
-      break;
+    bool moved;
+    if (p2pPass(lock, done, moved)) continue;
+    if (pstop_ && !p2pBusy()) break;
     if (pstop_ && p2p_) {
       // Destroyed with sends or receives that nobody waited for: they
       // get the group's timeout to finish, then the group is aborted.
@@ -1272,10 +1284,7 @@ void ProcessGroupMlap2p::p2pLoop() {
     if (waiting.empty() && active.empty() && !connecting) {
       // Until there is work: a caller may have posted straight to active
       // (p2pPost), or a driver may have left ops waiting or a connect.
-      pcv_.wait(lock, [&] {
-        return pstop_ || !pqueue_.empty() || !waiting.empty() ||
-               !active.empty() || connecting;
-      });
+      pcv_.wait(lock, [&] { return pstop_ || p2pBusy(); });
       idleSince = std::chrono::steady_clock::now();
       continue;
     }
@@ -1306,22 +1315,15 @@ void ProcessGroupMlap2p::p2pDrive(WorkMlap2p& w,
       if (!lock.owns_lock()) lock.lock();
       // The engine takes over what is left (a wake costs the rank's CPU
       // a context switch: none when nothing is left).
-      const bool left = --pg->pdrivers_ == 0 &&
-                        (!pg->pqueue_.empty() || !pg->pwaiting_.empty() ||
-                         !pg->pactive_.empty() || pg->pconnecting_);
+      const bool left = --pg->pdrivers_ == 0 && pg->p2pBusy();
       lock.unlock();
       if (left) pg->pcv_.notify_all();
     }
   } leave{this, lock};
   pdrivers_++;
   while (!w.done_.load(std::memory_order_acquire)) {
-    std::string why;
-    const bool moved = p2pStep(done, why);
-    if (!done.empty() || !why.empty()) {
-      lock.unlock();
-      if (!why.empty()) abortComm(why);
-      p2pFinish(done);
-      lock.lock();
+    bool moved;
+    if (p2pPass(lock, done, moved)) {
       idleSince = std::chrono::steady_clock::now();
       continue;
     }

@@ -200,6 +200,9 @@ class ProcessGroupMlap2p : public c10d::ProcessGroup {
   std::string p2pWhy(const P2pOp& o, int err) const;
   void p2pPost(std::vector<P2pOp> ops);  // in order, all at once
   void p2pLoop();
+  bool p2pBusy() const;
+  bool p2pPass(std::unique_lock<std::mutex>& lock, std::vector<P2pOp>& done,
+               bool& moved);
   void p2pFinish(std::vector<P2pOp>& done);
   bool p2pStep(std::vector<P2pOp>& done, std::string& why);
   void p2pDrive(WorkMlap2p& w,
