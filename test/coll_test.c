@@ -1229,43 +1229,78 @@ TEST_F_TIMEOUT(solo, cma_max_bad, 60)
 
 struct mm {
 	int odd;		/* the rank that calls something else */
-	int how;		/* 0 another collective, 1 another count, 2 dtype */
+	int how;		/* 0 another collective, 1 another count, 2 dtype,
+				 * 3 and 4 another collective, where both
+				 * send data right behind their headers */
 };
+
+/* How the error message names the call of a rank that is odd or not. */
+static const char *const mm_names[5][2] = {
+	{ "all_reduce(count 2, float32, sum) #1",
+	  "broadcast(count 2, float32, root 0) #1" },
+	{ "all_reduce(count 2, float32, sum) #1",
+	  "all_reduce(count 1000, float32, sum) #1" },
+	{ "all_reduce(count 2, float32, sum) #1",
+	  "all_reduce(count 2, int32, sum) #1" },
+	{ "broadcast(count 300, float32, root 1) #1",
+	  "reduce(count 300, float32, sum, root 1) #1" },
+	{ "all_gather(count 300, float32) #1",
+	  "reduce_scatter(count 300, float32, sum) #1" },
+};
+
+/* The call of the rank that is odd (@odd) or not, in the way @how. */
+static int mm_call(struct mlap2p_comm *comm, int how, int odd, float *b,
+		   float *r)
+{
+	switch (how * 2 + odd) {
+	case 1:
+		return mlap2p_broadcast(comm, b, b, 2, MLAP2P_FLOAT32, 0);
+	case 3:
+		return mlap2p_all_reduce(comm, b, b, 1000, MLAP2P_FLOAT32,
+					 MLAP2P_SUM);
+	case 5:
+		return mlap2p_all_reduce(comm, b, b, 2, MLAP2P_INT32,
+					 MLAP2P_SUM);
+	case 6:
+		return mlap2p_broadcast(comm, b, r, 300, MLAP2P_FLOAT32, 1);
+	case 7:
+		return mlap2p_reduce(comm, b, r, 300, MLAP2P_FLOAT32,
+				     MLAP2P_SUM, 1);
+	case 8:
+		return mlap2p_all_gather(comm, b, r, 300, MLAP2P_FLOAT32);
+	case 9:
+		return mlap2p_reduce_scatter(comm, b, r, 300, MLAP2P_FLOAT32,
+					     MLAP2P_SUM);
+	default:
+		return mlap2p_all_reduce(comm, b, b, 2, MLAP2P_FLOAT32,
+					 MLAP2P_SUM);
+	}
+}
 
 static int mm_body(struct job *j, int rank, struct mlap2p_comm *comm)
 {
 	const struct mm *m = j->arg;
-	float b[4096];
+	float b[4096], r[4096];
+	const char *mine = mm_names[m->how][rank == m->odd];
+	const char *other = mm_names[m->how][rank != m->odd];
+	char want[64];
+	const char *e;
 	int ret;
 
 	memset(b, 0, sizeof(b));
 	/* One good call first: sequence numbers agree. */
 	if (mlap2p_all_reduce(comm, b, b, 2, MLAP2P_FLOAT32, MLAP2P_SUM))
 		return 50;
-	if (rank != m->odd)
-		ret = mlap2p_all_reduce(comm, b, b, 2, MLAP2P_FLOAT32, MLAP2P_SUM);
-	else if (m->how == 0)
-		ret = mlap2p_broadcast(comm, b, b, 2, MLAP2P_FLOAT32, 0);
-	else if (m->how == 1)
-		ret = mlap2p_all_reduce(comm, b, b, 1000, MLAP2P_FLOAT32, MLAP2P_SUM);
-	else
-		ret = mlap2p_all_reduce(comm, b, b, 2, MLAP2P_INT32, MLAP2P_SUM);
+	ret = mm_call(comm, m->how, rank == m->odd, b, r);
 	if (ret != -EPROTO) {
 		fprintf(stderr, "# rank %d: want -EPROTO, got %d\n", rank, ret);
 		return 51;
 	}
-	{
-		char want[64];
-		const char *e = mlap2p_last_error();
-
-		snprintf(want, sizeof(want), "rank %d called", m->odd);
-		if (!strstr(e, want) || !strstr(e, "all_reduce(count 2, float32, sum) #1") ||
-		    !strstr(e, m->how == 0 ? "broadcast(count 2, float32, root 0) #1" :
-			    m->how == 1 ? "all_reduce(count 1000, float32, sum) #1" :
-			    "all_reduce(count 2, int32, sum) #1")) {
-			fprintf(stderr, "# rank %d: message: %s\n", rank, e);
-			return 52;
-		}
+	e = mlap2p_last_error();
+	snprintf(want, sizeof(want), "rank %d called", m->odd);
+	if (!strstr(e, want) || !strstr(e, mine) || !strstr(e, other)) {
+		fprintf(stderr, "# rank %d: message: %s\n", rank, e);
+		return 52;
 	}
 	mlap2p_comm_abort(comm);
 	return GONE;
@@ -1286,6 +1321,8 @@ FIXTURE_VARIANT_ADD(mismatch, p2_dtype) { .n = 2, .odd = 1, .how = 2 };
 FIXTURE_VARIANT_ADD(mismatch, t3_kind) { .n = 3, .threads = 1, .odd = 1, .how = 0 };
 FIXTURE_VARIANT_ADD(mismatch, t4_count) { .n = 4, .threads = 1, .odd = 2, .how = 1 };
 FIXTURE_VARIANT_ADD(mismatch, p4_kind) { .n = 4, .odd = 3, .how = 0 };
+FIXTURE_VARIANT_ADD(mismatch, t2_fast_roots) { .n = 2, .threads = 1, .odd = 0, .how = 3 };
+FIXTURE_VARIANT_ADD(mismatch, p2_fast_kind) { .n = 2, .odd = 1, .how = 4 };
 
 FIXTURE_SETUP(mismatch)
 {
