@@ -1192,6 +1192,49 @@ TEST_F_TIMEOUT(solo, nccl_algo_names, 60)
 	unsetenv("NCCL_ALGO");
 }
 
+/* ---- the fast path after mlap2p_set_proto ---------------------------- */
+
+/*
+ * The 2-rank fast path keeps which sizes go LL or LL128 (api.c's
+ * fast_end) until mlap2p_set_proto() changes the choice.  Forced to
+ * SIMPLE after fast calls, the same calls must take the request path:
+ * with the kept answer both ranks would send their header SIMPLE first,
+ * each waiting for the other's receive, until the job's timeout.
+ */
+static int proto_body(struct job *j, int rank, struct mlap2p_comm *comm)
+{
+	static const int protos[] = { MLAP2P_PROTO_AUTO, MLAP2P_PROTO_SIMPLE,
+				      MLAP2P_PROTO_LL128, MLAP2P_PROTO_AUTO };
+	float a[300], b[300];
+	int k, i;
+
+	(void)j;
+	for (k = 0; k < 4; k++) {
+		if (mlap2p_set_proto(comm, protos[k]))
+			return 120;
+		for (i = 0; i < 300; i++)
+			a[i] = (float)(rank * 1000 + i);
+		if (mlap2p_all_reduce(comm, a, b, 300, MLAP2P_FLOAT32,
+				      MLAP2P_SUM))
+			return 121;
+		for (i = 0; i < 300; i++)
+			if (b[i] != (float)(1000 + 2 * i))
+				return 122;
+		if (mlap2p_broadcast(comm, a, b, 2, MLAP2P_FLOAT32, 1))
+			return 123;
+		if (b[0] != 1000.0f || b[1] != 1001.0f)
+			return 124;
+	}
+	return 0;
+}
+
+TEST_F_TIMEOUT(solo, fast_path_after_set_proto, 60)
+{
+	struct job j = { .n = 2, .fn = proto_body };
+
+	ASSERT_EQ(0, job_run(&j, 30));
+}
+
 /* ---- a bad MLAP2P_COLL_CMA_MAX ---------------------------------------- */
 
 /* The first collective fails with -EINVAL, naming the variable. */

@@ -256,6 +256,13 @@ int mlap2p_dp_nt_min(struct mlap2p_comm *api, uint64_t *bytes)
 	return 0;
 }
 
+unsigned int mlap2p_dp_proto_epoch(struct mlap2p_comm *api)
+{
+	const struct dp *dp = mlap2p_nccl(api)->dp;
+
+	return dp ? __atomic_load_n(&dp->protoEpoch, __ATOMIC_RELAXED) : 0;
+}
+
 int mlap2p_dp_syscall_dear(struct mlap2p_comm *api, int *dear)
 {
 	const struct ncclComm *comm;
@@ -569,6 +576,8 @@ MLAP2P_EXPORT int mlap2p_set_proto(struct mlap2p_comm *api, int proto)
 	if (ret)
 		return mlap2p_err(ret);
 	dp->proto = proto;
+	__atomic_store_n(&dp->protoEpoch, dp->protoEpoch + 1,
+			 __ATOMIC_RELAXED);
 	dp_for_each_link(dp, c, i, k)
 		dp_small_ranges(dp, k);
 	dp_out(dp);

@@ -35,6 +35,13 @@ int mlap2p_dp_group_wait(int err);
 /* MLAP2P_NT_MIN as the data plane read it (0: never) into *@bytes.
  * 0 or -errno. */
 int mlap2p_dp_nt_min(struct mlap2p_comm *api, uint64_t *bytes);
+/*
+ * A number that changes when mlap2p_proto_for()'s answers may
+ * (mlap2p_set_proto()), so that a layer above may keep them under it.
+ * Cheap (no enter): for a caller inside the communicator (the
+ * collectives, between mlap2p_comm_enter and leave).
+ */
+unsigned int mlap2p_dp_proto_epoch(struct mlap2p_comm *api);
 /* 1 into *@dear when MLAP2P_CMA is auto and a system call costs
  * MLAP2P_CMA_SYSCALL_NS or more on some rank (the dearest of them all, so
  * every rank gets the same answer), else 0.  0 or -errno. */
