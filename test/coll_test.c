@@ -1235,6 +1235,113 @@ TEST_F_TIMEOUT(solo, fast_path_after_set_proto, 60)
 	ASSERT_EQ(0, job_run(&j, 30));
 }
 
+/* ---- the fast path meets the ring -------------------------------------- */
+
+/*
+ * A blocking 2-rank call takes the fast path (api.c's fast_small); the
+ * same call of the other rank inside a group, or non-blocking, takes the
+ * preamble and the ring.  They must meet: each collective, at sizes in
+ * the one-shot's header (4 and 16 bytes), past it and past FAST_MAX,
+ * rank @j->arg's calls grouped (pass 0) then non-blocking (pass 1), the
+ * other's blocking.  Exact int32 sums.
+ */
+static int meet_want(int kind, int rank, size_t c, size_t i)
+{
+	switch (kind) {
+	case C_AR:
+	case C_REDUCE:
+		return 100 + 2 * (int)i;
+	case C_BCAST:
+		return 100 + (int)i;
+	case C_AG:
+		return (int)(i / c) * 100 + (int)(i % c);
+	default:	/* C_RS */
+		return 100 + 2 * (rank * (int)c + (int)i);
+	}
+}
+
+/* The non-blocking form of call(): int32 sum, root 1. */
+static int meet_start(struct mlap2p_comm *comm, int kind, const void *s,
+		      void *r, size_t c, struct mlap2p_request **req)
+{
+	const int t = MLAP2P_INT32, op = MLAP2P_SUM;
+
+	switch (kind) {
+	case C_AR:
+		return mlap2p_iall_reduce(comm, s, r, c, t, op, req);
+	case C_BCAST:
+		return mlap2p_ibroadcast(comm, s, r, c, t, 1, req);
+	case C_REDUCE:
+		return mlap2p_ireduce(comm, s, r, c, t, op, 1, req);
+	case C_AG:
+		return mlap2p_iall_gather(comm, s, r, c, t, req);
+	default:
+		return mlap2p_ireduce_scatter(comm, s, r, c, t, op, req);
+	}
+}
+
+static int meet_body(struct job *j, int rank, struct mlap2p_comm *comm)
+{
+	static const size_t counts[] = { 1, 4, 5, 300, 1100 };
+	const int odd = *(const int *)j->arg;
+	static int32_t s[2][2200], r[2][2200];
+	int kind, k, pass, ret, end;
+	size_t i, out;
+
+	for (pass = 0; pass < 2; pass++)
+	for (kind = C_AR; kind <= C_RS; kind++)
+	for (k = 0; k < 5; k++) {
+		size_t c = counts[k];
+		struct mlap2p_request *req = NULL;
+
+		for (i = 0; i < 2 * c; i++)
+			s[rank][i] = rank * 100 + (int32_t)i;
+		memset(r[rank], 0xa5, sizeof(r[rank]));
+		if (rank != odd) {
+			ret = call(comm, kind, s[rank], r[rank], c,
+				   MLAP2P_INT32, MLAP2P_SUM, 1);
+		} else if (!pass) {
+			ret = mlap2p_group_start();
+			if (!ret)
+				ret = call(comm, kind, s[rank], r[rank], c,
+					   MLAP2P_INT32, MLAP2P_SUM, 1);
+			end = mlap2p_group_end();
+			ret = ret ? ret : end;
+		} else {
+			ret = meet_start(comm, kind, s[rank], r[rank], c, &req);
+			if (!ret)
+				ret = mlap2p_request_wait(&req);
+		}
+		if (ret) {
+			fprintf(stderr, "# rank %d: %s(count %zu), pass %d: %s: %s\n",
+				rank, cname[kind], c, pass,
+				mlap2p_strerror(ret), mlap2p_last_error());
+			return 131;
+		}
+		if (kind == C_REDUCE && rank != 1)
+			continue;
+		out = kind == C_AG ? 2 * c : c;
+		for (i = 0; i < out; i++)
+			if (r[rank][i] != meet_want(kind, rank, c, i)) {
+				fprintf(stderr, "# rank %d: %s(count %zu), pass %d: [%zu] = %d, want %d\n",
+					rank, cname[kind], c, pass, i,
+					r[rank][i], meet_want(kind, rank, c, i));
+				return 132;
+			}
+	}
+	return 0;
+}
+
+TEST_F_TIMEOUT(solo, fast_path_meets_the_ring, 60)
+{
+	for (int odd = 0; odd < 2; odd++) {
+		struct job j = { .n = 2, .fn = meet_body, .arg = &odd };
+
+		EXPECT_EQ(0, job_run(&j, 25)) TH_LOG("rank %d not blocking",
+						     odd);
+	}
+}
+
 /* ---- a bad MLAP2P_COLL_CMA_MAX ---------------------------------------- */
 
 /* The first collective fails with -EINVAL, naming the variable. */

@@ -234,9 +234,10 @@ static const char *fast_contrib(struct cop *o, const char *x, int part)
 /*
  * The small-message path: a blocking collective on 2 ranks over the data
  * plane's latency path, its data right behind its header rather than
- * after the preamble's round trip.  Up to INLINE_MAX bytes the header
- * carries the data; up to FAST_MAX (while LL or LL128 carries it) the
- * data follows the header at once, from the caller's buffer.  On 2 ranks
+ * after the preamble's round trip.  The header carries an all-reduce's
+ * data up to INLINE_MAX bytes; else, up to FAST_MAX (while LL or LL128
+ * carries it), the data follows the header at once, from the caller's
+ * buffer.  On 2 ranks
  * that is the whole collective, one step each way: the all-reduce's
  * one-shot, and the one step of the others' rings, in their order of
  * operations (<mlap2p/coll.h>): each rank sends the peer what it needs
@@ -250,7 +251,12 @@ static int fast_small(struct cop *o, int *ret)
 {
 	struct coll *c = o->c;
 	size_t bytes = o->count * o->es;
-	int me = c->rank, peer = !me, inl = bytes <= INLINE_MAX, op;
+	int me = c->rank, peer = !me, op;
+	/* Data in the header only where the request path puts it there too
+	 * (the one-shot all-reduce's, pre_fill): a blocking call meets a
+	 * grouped or non-blocking one of the other rank, whose ring expects
+	 * the data in a message of its own. */
+	int inl = o->kind == K_ALL_REDUCE && bytes <= INLINE_MAX;
 	size_t end;
 	const char *snd = NULL, *own = NULL, *theirs;
 	char *dst = NULL;	/* where the peer's data goes */

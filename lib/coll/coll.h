@@ -17,9 +17,9 @@
  *
  * The preamble.  On 2 ranks: one 32-byte message each way, the header
  * {seq | root | kind | dtype | op | algo, count} (+ up to 16 data bytes
- * for the one-shot all-reduce, and for any blocking call, api.c's
- * fast_small, so that an 8-byte all-reduce is one LL message each way
- * and one add).  On n >= 3: n - 1 hops around the ring (hop 0: the
+ * for the one-shot all-reduce, so that an 8-byte all-reduce is one LL
+ * message each way and one add; a blocking call sends the other
+ * collectives' data right behind it, api.c's fast_small).  On n >= 3: n - 1 hops around the ring (hop 0: the
  * 32-byte header to next; hops 1..n-2: 64 bytes, the sender's header,
  * the first mismatch it knows of and its direct run, direct.c), so that
  * every rank learns of any mismatch before anything else moves: a ring
@@ -85,7 +85,8 @@ enum { CW_RING, CW_ONESHOT, CW_PAIRS, CW_MAP, CW_CMA, CW_N };
 
 #define HDR_BYTES	32	/* every first message */
 #define STAT_BYTES	64	/* preamble hops 1..n-2 */
-#define INLINE_MAX	16	/* data bytes a 2-rank header carries */
+#define INLINE_MAX	16	/* data bytes a 2-rank one-shot all-reduce's
+				 * header carries */
 #define FAST_MAX	4096	/* a 2-rank blocking call's data sent
 				 * right after its header (api.c) */
 #define NSLOTS		4	/* scratch receive slots */
