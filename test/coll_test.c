@@ -1241,9 +1241,9 @@ TEST_F_TIMEOUT(solo, fast_path_after_set_proto, 60)
  * A blocking 2-rank call takes the fast path (api.c's fast_small); the
  * same call of the other rank inside a group, or non-blocking, takes the
  * preamble and the ring.  They must meet: each collective, at sizes in
- * the one-shot's header (4 and 16 bytes), past it and past FAST_MAX,
+ * the one-shot's header (4 and 16 bytes), past it, at and past FAST_MAX,
  * rank @j->arg's calls grouped (pass 0) then non-blocking (pass 1), the
- * other's blocking.  Exact int32 sums.
+ * other's blocking (both blocking for -1).  Exact int32 sums.
  */
 static int meet_want(int kind, int rank, size_t c, size_t i)
 {
@@ -1282,7 +1282,7 @@ static int meet_start(struct mlap2p_comm *comm, int kind, const void *s,
 
 static int meet_body(struct job *j, int rank, struct mlap2p_comm *comm)
 {
-	static const size_t counts[] = { 1, 4, 5, 300, 1100 };
+	static const size_t counts[] = { 1, 4, 5, 300, 1024, 1100 };
 	const int odd = *(const int *)j->arg;
 	static int32_t s[2][2200], r[2][2200];
 	int kind, k, pass, ret, end;
@@ -1290,7 +1290,7 @@ static int meet_body(struct job *j, int rank, struct mlap2p_comm *comm)
 
 	for (pass = 0; pass < 2; pass++)
 	for (kind = C_AR; kind <= C_RS; kind++)
-	for (k = 0; k < 5; k++) {
+	for (k = 0; k < 6; k++) {
 		size_t c = counts[k];
 		struct mlap2p_request *req = NULL;
 
@@ -1340,6 +1340,26 @@ TEST_F_TIMEOUT(solo, fast_path_meets_the_ring, 60)
 		EXPECT_EQ(0, job_run(&j, 25)) TH_LOG("rank %d not blocking",
 						     odd);
 	}
+}
+
+/*
+ * Small FIFOs: both ranks of the fast path send their header and data
+ * before they receive, so the data must fit the FIFO's steps with the
+ * header (api.c's fast_end).  With 4 KiB of LL128 (480 bytes a step) a
+ * 4 KiB call would need 1 + 9 of its 8 steps and both ranks would wait
+ * in their sends; it must take the request path instead.
+ */
+TEST_F_TIMEOUT(solo, fast_path_small_fifo, 60)
+{
+	for (int odd = -1; odd < 1; odd++) {
+		struct job j = { .n = 2, .fn = meet_body, .arg = &odd };
+
+		setenv("NCCL_LL_BUFFSIZE", "4K", 1);
+		setenv("NCCL_LL128_BUFFSIZE", "4K", 1);
+		EXPECT_EQ(0, job_run(&j, 25)) TH_LOG("odd %d", odd);
+	}
+	setenv("NCCL_LL_BUFFSIZE", "64K", 1);
+	setenv("NCCL_LL128_BUFFSIZE", "60K", 1);
 }
 
 /* ---- a bad MLAP2P_COLL_CMA_MAX ---------------------------------------- */

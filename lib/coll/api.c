@@ -191,11 +191,13 @@ static char *fast_buf(struct coll *c, int part)
 }
 
 /*
- * Messages of fewer than this many bytes (up to FAST_MAX + 1) go LL or
- * LL128, so that a send does not wait for its receive: the fast path's
- * condition.  The protocol depends on the size only through thresholds
- * (LL, then LL128, then SIMPLE), so the sizes that qualify start at 0;
- * kept until mlap2p_set_proto() changes the choice: asking
+ * Data of fewer than this many bytes (up to FAST_MAX + 1) goes in the
+ * fast path: its header and its data both leave before the peer
+ * receives either (mlap2p_dp_sends_ahead: LL or LL128, within the FIFO's
+ * steps), since both ranks send first.  The protocol and the steps grow
+ * with the size only through thresholds, so the sizes that qualify
+ * start at 0 (the scan stops at the first that does not: conservative).
+ * Kept until mlap2p_set_proto() changes the choice: asking
  * mlap2p_proto_for() on every call took 132 of the 8-byte all-reduce's
  * 940 or so instructions outside its waits (callgrind).
  */
@@ -208,8 +210,8 @@ static size_t fast_end(struct coll *c)
 	if (c->fastEpoch == e)
 		return c->fastEnd;
 	for (b = 0; b <= FAST_MAX; b++) {
-		p = mlap2p_proto_for(c->api, b);
-		if (p != MLAP2P_PROTO_LL && p != MLAP2P_PROTO_LL128)
+		p = mlap2p_dp_sends_ahead(c->api, HDR_BYTES, b);
+		if (p != 1)
 			break;
 	}
 	if (p >= 0) {	/* an error (no link yet) is not kept */
@@ -264,9 +266,9 @@ static int fast_small(struct cop *o, int *ret)
 	if (c->n != 2 || o->kind == K_ALL_TO_ALL ||
 	    (o->kind == K_ALL_REDUCE && o->algo != ALGO_ONESHOT))
 		return 0;
-	/* A SIMPLE send would wait for the receive. */
+	/* Both ranks send first: nothing may wait for the receive. */
 	end = fast_end(c);
-	if (HDR_BYTES >= end || (!inl && bytes >= end))
+	if (!end || (!inl && bytes >= end))
 		return 0;
 	if ((!inl || avg_pre(o)) && !fast_buf(c, 0))
 		return 0;
