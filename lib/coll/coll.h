@@ -133,8 +133,8 @@ struct coll {
 	char *scratch;
 	size_t scratchBytes;
 	void *fast;			/* 3 x FAST_MAX (api.c's fast_buf) */
-	size_t fastEnd;			/* messages below this many bytes go
-					 * LL or LL128 (api.c's fast_end) */
+	size_t fastEnd;			/* data below this many bytes may go
+					 * the fast path (api.c's fast_end) */
 	unsigned int fastEpoch;		/* ... of this proto epoch, + 1 */
 	int scratchMem;			/* from mlap2p_mem_alloc */
 	struct dpeer *dx;		/* [n], the direct all-reduce's */
