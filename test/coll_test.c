@@ -1192,6 +1192,176 @@ TEST_F_TIMEOUT(solo, nccl_algo_names, 60)
 	unsetenv("NCCL_ALGO");
 }
 
+/* ---- the fast path after mlap2p_set_proto ---------------------------- */
+
+/*
+ * The 2-rank fast path keeps which sizes go LL or LL128 (api.c's
+ * fast_end) until mlap2p_set_proto() changes the choice.  Forced to
+ * SIMPLE after fast calls, the same calls must take the request path:
+ * with the kept answer both ranks would send their header SIMPLE first,
+ * each waiting for the other's receive, until the job's timeout.
+ */
+static int proto_body(struct job *j, int rank, struct mlap2p_comm *comm)
+{
+	static const int protos[] = { MLAP2P_PROTO_AUTO, MLAP2P_PROTO_SIMPLE,
+				      MLAP2P_PROTO_LL128, MLAP2P_PROTO_AUTO };
+	float a[300], b[300];
+	int k, i;
+
+	(void)j;
+	for (k = 0; k < 4; k++) {
+		if (mlap2p_set_proto(comm, protos[k]))
+			return 120;
+		for (i = 0; i < 300; i++)
+			a[i] = (float)(rank * 1000 + i);
+		if (mlap2p_all_reduce(comm, a, b, 300, MLAP2P_FLOAT32,
+				      MLAP2P_SUM))
+			return 121;
+		for (i = 0; i < 300; i++)
+			if (b[i] != (float)(1000 + 2 * i))
+				return 122;
+		if (mlap2p_broadcast(comm, a, b, 2, MLAP2P_FLOAT32, 1))
+			return 123;
+		if (b[0] != 1000.0f || b[1] != 1001.0f)
+			return 124;
+	}
+	return 0;
+}
+
+TEST_F_TIMEOUT(solo, fast_path_after_set_proto, 60)
+{
+	struct job j = { .n = 2, .fn = proto_body };
+
+	ASSERT_EQ(0, job_run(&j, 30));
+}
+
+/* ---- the fast path meets the ring -------------------------------------- */
+
+/*
+ * A blocking 2-rank call takes the fast path (api.c's fast_small); the
+ * same call of the other rank inside a group, or non-blocking, takes the
+ * preamble and the ring.  They must meet: each collective, at sizes in
+ * the one-shot's header (4 and 16 bytes), past it, at and past FAST_MAX,
+ * rank @j->arg's calls grouped (pass 0) then non-blocking (pass 1), the
+ * other's blocking (both blocking for -1).  Exact int32 sums.
+ */
+static int meet_want(int kind, int rank, size_t c, size_t i)
+{
+	switch (kind) {
+	case C_AR:
+	case C_REDUCE:
+		return 100 + 2 * (int)i;
+	case C_BCAST:
+		return 100 + (int)i;
+	case C_AG:
+		return (int)(i / c) * 100 + (int)(i % c);
+	default:	/* C_RS */
+		return 100 + 2 * (rank * (int)c + (int)i);
+	}
+}
+
+/* The non-blocking form of call(): int32 sum, root 1. */
+static int meet_start(struct mlap2p_comm *comm, int kind, const void *s,
+		      void *r, size_t c, struct mlap2p_request **req)
+{
+	const int t = MLAP2P_INT32, op = MLAP2P_SUM;
+
+	switch (kind) {
+	case C_AR:
+		return mlap2p_iall_reduce(comm, s, r, c, t, op, req);
+	case C_BCAST:
+		return mlap2p_ibroadcast(comm, s, r, c, t, 1, req);
+	case C_REDUCE:
+		return mlap2p_ireduce(comm, s, r, c, t, op, 1, req);
+	case C_AG:
+		return mlap2p_iall_gather(comm, s, r, c, t, req);
+	default:
+		return mlap2p_ireduce_scatter(comm, s, r, c, t, op, req);
+	}
+}
+
+static int meet_body(struct job *j, int rank, struct mlap2p_comm *comm)
+{
+	static const size_t counts[] = { 1, 4, 5, 300, 1024, 1100 };
+	const int odd = *(const int *)j->arg;
+	static int32_t s[2][2200], r[2][2200];
+	int kind, k, pass, ret, end;
+	size_t i, out;
+
+	for (pass = 0; pass < 2; pass++)
+	for (kind = C_AR; kind <= C_RS; kind++)
+	for (k = 0; k < 6; k++) {
+		size_t c = counts[k];
+		struct mlap2p_request *req = NULL;
+
+		for (i = 0; i < 2 * c; i++)
+			s[rank][i] = rank * 100 + (int32_t)i;
+		memset(r[rank], 0xa5, sizeof(r[rank]));
+		if (rank != odd) {
+			ret = call(comm, kind, s[rank], r[rank], c,
+				   MLAP2P_INT32, MLAP2P_SUM, 1);
+		} else if (!pass) {
+			ret = mlap2p_group_start();
+			if (!ret)
+				ret = call(comm, kind, s[rank], r[rank], c,
+					   MLAP2P_INT32, MLAP2P_SUM, 1);
+			end = mlap2p_group_end();
+			ret = ret ? ret : end;
+		} else {
+			ret = meet_start(comm, kind, s[rank], r[rank], c, &req);
+			if (!ret)
+				ret = mlap2p_request_wait(&req);
+		}
+		if (ret) {
+			fprintf(stderr, "# rank %d: %s(count %zu), pass %d: %s: %s\n",
+				rank, cname[kind], c, pass,
+				mlap2p_strerror(ret), mlap2p_last_error());
+			return 131;
+		}
+		if (kind == C_REDUCE && rank != 1)
+			continue;
+		out = kind == C_AG ? 2 * c : c;
+		for (i = 0; i < out; i++)
+			if (r[rank][i] != meet_want(kind, rank, c, i)) {
+				fprintf(stderr, "# rank %d: %s(count %zu), pass %d: [%zu] = %d, want %d\n",
+					rank, cname[kind], c, pass, i,
+					r[rank][i], meet_want(kind, rank, c, i));
+				return 132;
+			}
+	}
+	return 0;
+}
+
+TEST_F_TIMEOUT(solo, fast_path_meets_the_ring, 60)
+{
+	for (int odd = 0; odd < 2; odd++) {
+		struct job j = { .n = 2, .fn = meet_body, .arg = &odd };
+
+		EXPECT_EQ(0, job_run(&j, 25)) TH_LOG("rank %d not blocking",
+						     odd);
+	}
+}
+
+/*
+ * Small FIFOs: both ranks of the fast path send their header and data
+ * before they receive, so the data must fit the FIFO's steps with the
+ * header (api.c's fast_end).  With 4 KiB of LL128 (480 bytes a step) a
+ * 4 KiB call would need 1 + 9 of its 8 steps and both ranks would wait
+ * in their sends; it must take the request path instead.
+ */
+TEST_F_TIMEOUT(solo, fast_path_small_fifo, 60)
+{
+	for (int odd = -1; odd < 1; odd++) {
+		struct job j = { .n = 2, .fn = meet_body, .arg = &odd };
+
+		setenv("NCCL_LL_BUFFSIZE", "4K", 1);
+		setenv("NCCL_LL128_BUFFSIZE", "4K", 1);
+		EXPECT_EQ(0, job_run(&j, 25)) TH_LOG("odd %d", odd);
+	}
+	setenv("NCCL_LL_BUFFSIZE", "64K", 1);
+	setenv("NCCL_LL128_BUFFSIZE", "60K", 1);
+}
+
 /* ---- a bad MLAP2P_COLL_CMA_MAX ---------------------------------------- */
 
 /* The first collective fails with -EINVAL, naming the variable. */
@@ -1229,43 +1399,78 @@ TEST_F_TIMEOUT(solo, cma_max_bad, 60)
 
 struct mm {
 	int odd;		/* the rank that calls something else */
-	int how;		/* 0 another collective, 1 another count, 2 dtype */
+	int how;		/* 0 another collective, 1 another count, 2 dtype,
+				 * 3 and 4 another collective, where both
+				 * send data right behind their headers */
 };
+
+/* How the error message names the call of a rank that is odd or not. */
+static const char *const mm_names[5][2] = {
+	{ "all_reduce(count 2, float32, sum) #1",
+	  "broadcast(count 2, float32, root 0) #1" },
+	{ "all_reduce(count 2, float32, sum) #1",
+	  "all_reduce(count 1000, float32, sum) #1" },
+	{ "all_reduce(count 2, float32, sum) #1",
+	  "all_reduce(count 2, int32, sum) #1" },
+	{ "broadcast(count 300, float32, root 1) #1",
+	  "reduce(count 300, float32, sum, root 1) #1" },
+	{ "all_gather(count 300, float32) #1",
+	  "reduce_scatter(count 300, float32, sum) #1" },
+};
+
+/* The call of the rank that is odd (@odd) or not, in the way @how. */
+static int mm_call(struct mlap2p_comm *comm, int how, int odd, float *b,
+		   float *r)
+{
+	switch (how * 2 + odd) {
+	case 1:
+		return mlap2p_broadcast(comm, b, b, 2, MLAP2P_FLOAT32, 0);
+	case 3:
+		return mlap2p_all_reduce(comm, b, b, 1000, MLAP2P_FLOAT32,
+					 MLAP2P_SUM);
+	case 5:
+		return mlap2p_all_reduce(comm, b, b, 2, MLAP2P_INT32,
+					 MLAP2P_SUM);
+	case 6:
+		return mlap2p_broadcast(comm, b, r, 300, MLAP2P_FLOAT32, 1);
+	case 7:
+		return mlap2p_reduce(comm, b, r, 300, MLAP2P_FLOAT32,
+				     MLAP2P_SUM, 1);
+	case 8:
+		return mlap2p_all_gather(comm, b, r, 300, MLAP2P_FLOAT32);
+	case 9:
+		return mlap2p_reduce_scatter(comm, b, r, 300, MLAP2P_FLOAT32,
+					     MLAP2P_SUM);
+	default:
+		return mlap2p_all_reduce(comm, b, b, 2, MLAP2P_FLOAT32,
+					 MLAP2P_SUM);
+	}
+}
 
 static int mm_body(struct job *j, int rank, struct mlap2p_comm *comm)
 {
 	const struct mm *m = j->arg;
-	float b[4096];
+	float b[4096], r[4096];
+	const char *mine = mm_names[m->how][rank == m->odd];
+	const char *other = mm_names[m->how][rank != m->odd];
+	char want[64];
+	const char *e;
 	int ret;
 
 	memset(b, 0, sizeof(b));
 	/* One good call first: sequence numbers agree. */
 	if (mlap2p_all_reduce(comm, b, b, 2, MLAP2P_FLOAT32, MLAP2P_SUM))
 		return 50;
-	if (rank != m->odd)
-		ret = mlap2p_all_reduce(comm, b, b, 2, MLAP2P_FLOAT32, MLAP2P_SUM);
-	else if (m->how == 0)
-		ret = mlap2p_broadcast(comm, b, b, 2, MLAP2P_FLOAT32, 0);
-	else if (m->how == 1)
-		ret = mlap2p_all_reduce(comm, b, b, 1000, MLAP2P_FLOAT32, MLAP2P_SUM);
-	else
-		ret = mlap2p_all_reduce(comm, b, b, 2, MLAP2P_INT32, MLAP2P_SUM);
+	ret = mm_call(comm, m->how, rank == m->odd, b, r);
 	if (ret != -EPROTO) {
 		fprintf(stderr, "# rank %d: want -EPROTO, got %d\n", rank, ret);
 		return 51;
 	}
-	{
-		char want[64];
-		const char *e = mlap2p_last_error();
-
-		snprintf(want, sizeof(want), "rank %d called", m->odd);
-		if (!strstr(e, want) || !strstr(e, "all_reduce(count 2, float32, sum) #1") ||
-		    !strstr(e, m->how == 0 ? "broadcast(count 2, float32, root 0) #1" :
-			    m->how == 1 ? "all_reduce(count 1000, float32, sum) #1" :
-			    "all_reduce(count 2, int32, sum) #1")) {
-			fprintf(stderr, "# rank %d: message: %s\n", rank, e);
-			return 52;
-		}
+	e = mlap2p_last_error();
+	snprintf(want, sizeof(want), "rank %d called", m->odd);
+	if (!strstr(e, want) || !strstr(e, mine) || !strstr(e, other)) {
+		fprintf(stderr, "# rank %d: message: %s\n", rank, e);
+		return 52;
 	}
 	mlap2p_comm_abort(comm);
 	return GONE;
@@ -1286,6 +1491,8 @@ FIXTURE_VARIANT_ADD(mismatch, p2_dtype) { .n = 2, .odd = 1, .how = 2 };
 FIXTURE_VARIANT_ADD(mismatch, t3_kind) { .n = 3, .threads = 1, .odd = 1, .how = 0 };
 FIXTURE_VARIANT_ADD(mismatch, t4_count) { .n = 4, .threads = 1, .odd = 2, .how = 1 };
 FIXTURE_VARIANT_ADD(mismatch, p4_kind) { .n = 4, .odd = 3, .how = 0 };
+FIXTURE_VARIANT_ADD(mismatch, t2_fast_roots) { .n = 2, .threads = 1, .odd = 0, .how = 3 };
+FIXTURE_VARIANT_ADD(mismatch, p2_fast_kind) { .n = 2, .odd = 1, .how = 4 };
 
 FIXTURE_SETUP(mismatch)
 {

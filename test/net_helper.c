@@ -25,6 +25,16 @@
  *       continued (SIGCONT, by the test), sends B bytes more, which the
  *       receives rank 1 had posted into its buffer would take.
  *
+ *   net_helper coll   --nranks N --rank R --core C [--sizes a,b,...]
+ *       Without connecting first (a collective connects what it needs):
+ *       every collective, in place and out of place, on int32, float32
+ *       and bfloat16 (sum and max for those that reduce; roots 0 and
+ *       N-1), for each count in --sizes (elements; default 0, 1, 7,
+ *       1031, 300001), checked element by element; then the ring's paths
+ *       as "ring" prints them.  Inputs are small integers, so every order
+ *       of the reduction gives the same, exact, result.  Prints
+ *       "rank R: ok <collective> (<calls> calls)" per collective.
+ *
  * Exit: 0 all good, 1 a failure (wrong bytes, setup), 2 usage, 3 (stream)
  * the exchange failed with an error, as net_hosts.sh expects after it cuts
  * the link, 5 (stall) the failed receive's buffer changed.
@@ -40,6 +50,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <mlap2p/coll.h>
 #include <mlap2p/dataplane.h>
 #include <mlap2p/mlap2p.h>
 
@@ -47,6 +58,10 @@
 static const size_t default_sizes[] = {
 	0, 1, 7, 8, 4095, 4096, 4097, (1 << 20) + 13, 64 << 20,
 };
+
+/* coll's counts, in elements: the header's inline data, LL, LL128 and
+ * SIMPLE steps over NET, past one ring chunk. */
+static const size_t coll_sizes[] = { 0, 1, 7, 1031, 300001 };
 
 struct opts {
 	const char *mode;
@@ -261,6 +276,188 @@ static int run_stall(struct mlap2p_comm *comm, const struct opts *o, int prev,
 	return i < n ? 5 : ret ? 3 : 1;
 }
 
+/* ---- coll ---- */
+
+enum { C_AR, C_BCAST, C_REDUCE, C_AG, C_RS, C_A2A, C_KINDS };
+
+static const char *const coll_names[C_KINDS] = {
+	"all_reduce", "broadcast", "reduce", "all_gather", "reduce_scatter",
+	"all_to_all",
+};
+
+/* The types and ops coll runs, by name (public API only here). */
+static size_t coll_es(int dt)
+{
+	return dt == MLAP2P_BFLOAT16 ? 2 : 4;
+}
+
+static const char *coll_dt(int dt)
+{
+	return dt == MLAP2P_INT32 ? "int32" :
+	       dt == MLAP2P_FLOAT32 ? "float32" : "bfloat16";
+}
+
+/* Element @j of rank @q's input: a small integer, exact in every type. */
+static int coll_val(int q, size_t j)
+{
+	return (int)((q * 7 + j * 3) % 17) - 8;
+}
+
+static void coll_put(void *buf, size_t i, int dt, int v)
+{
+	float f = (float)v;
+	uint32_t u;
+
+	switch (dt) {
+	case MLAP2P_INT32:
+		((int32_t *)buf)[i] = v;
+		break;
+	case MLAP2P_FLOAT32:
+		((float *)buf)[i] = f;
+		break;
+	default:	/* bfloat16: the top half of the float, exact here */
+		memcpy(&u, &f, 4);
+		((uint16_t *)buf)[i] = (uint16_t)(u >> 16);
+		break;
+	}
+}
+
+/* What element @i of rank @r's output must be. */
+static int coll_want(int kind, int op, int n, int r, int root, size_t c,
+		     size_t i)
+{
+	size_t q = i / (c ? c : 1), k = i % (c ? c : 1);
+	int acc = 0, p, v;
+
+	switch (kind) {
+	case C_BCAST:
+		return coll_val(root, i);
+	case C_AG:
+		return coll_val((int)q, k);
+	case C_A2A:
+		return coll_val((int)q, (size_t)r * c + k);
+	}
+	for (p = 0; p < n; p++) {
+		v = coll_val(p, kind == C_RS ? (size_t)r * c + i : i);
+		acc = !p ? v : op == MLAP2P_SUM ? acc + v : acc > v ? acc : v;
+	}
+	return acc;
+}
+
+static int coll_call(struct mlap2p_comm *comm, int kind, const void *s,
+		     void *r, size_t c, int dt, int op, int root)
+{
+	switch (kind) {
+	case C_AR:
+		return mlap2p_all_reduce(comm, s, r, c, dt, op);
+	case C_BCAST:
+		return mlap2p_broadcast(comm, s, r, c, dt, root);
+	case C_REDUCE:
+		return mlap2p_reduce(comm, s, r, c, dt, op, root);
+	case C_AG:
+		return mlap2p_all_gather(comm, s, r, c, dt);
+	case C_RS:
+		return mlap2p_reduce_scatter(comm, s, r, c, dt, op);
+	default:
+		return mlap2p_all_to_all(comm, s, r, c, dt);
+	}
+}
+
+/* One call, checked: 0 or 1 (said why). */
+static int coll_one(struct mlap2p_comm *comm, const struct opts *o, int kind,
+		    int dt, int op, int root, int ip, size_t c,
+		    unsigned char *sb, unsigned char *rb, unsigned char *want)
+{
+	int n = o->nranks, r = o->rank, ret;
+	size_t es = coll_es(dt), in = c, out = c, i, at = 0;
+	unsigned char *s = sb, *dst = rb;
+
+	if (kind == C_RS || kind == C_A2A)
+		in = c * (size_t)n;
+	if (kind == C_AG || kind == C_A2A)
+		out = c * (size_t)n;
+	memset(rb, 0xa5, out * es + in * es);
+	if (ip) {	/* the input where the in-place form wants it */
+		s = kind == C_AG ? rb + (size_t)r * c * es : rb;
+		if (kind == C_RS)
+			dst = rb + (size_t)r * c * es;
+	}
+	for (i = 0; i < in; i++)
+		coll_put(s, i, dt, coll_val(r, i));
+	for (i = 0; i < out; i++)
+		coll_put(want, i, dt, coll_want(kind, op, n, r, root, c, i));
+	ret = coll_call(comm, kind, s, dst, c, dt, op, root);
+	if (ret) {
+		fprintf(stderr, "rank %d: %s(count %zu, %s, %s, root %d%s): %s: %s\n",
+			r, coll_names[kind], c, coll_dt(dt),
+			op == MLAP2P_SUM ? "sum" : "max", root, ip ? ", in place" : "",
+			mlap2p_strerror(ret), mlap2p_last_error());
+		return 1;
+	}
+	if (kind == C_REDUCE && r != root)
+		return 0;
+	for (at = 0; at < out * es && dst[at] == want[at]; at++)
+		;
+	if (at < out * es) {
+		fprintf(stderr, "rank %d: %s(count %zu, %s, %s, root %d%s): byte %zu of %zu is %#x, want %#x\n",
+			r, coll_names[kind], c, coll_dt(dt),
+			op == MLAP2P_SUM ? "sum" : "max", root, ip ? ", in place" : "",
+			at, out * es, dst[at], want[at]);
+		return 1;
+	}
+	return 0;
+}
+
+static int run_coll(struct mlap2p_comm *comm, const struct opts *o)
+{
+	static const int dts[] = { MLAP2P_INT32, MLAP2P_FLOAT32,
+				   MLAP2P_BFLOAT16 };
+	size_t max = 0, bytes;
+	unsigned char *sb, *rb, *want;
+	int roots[2] = { 0, o->nranks - 1 };
+	int kind, d, op, t, ip, k, calls, rc = 1;
+
+	for (k = 0; k < o->nsizes; k++)
+		if (o->sizes[k] > max)
+			max = o->sizes[k];
+	/* Elements of at most 4 bytes; n blocks in, n out. */
+	bytes = 4 * max * (size_t)o->nranks + 64;
+	sb = malloc(bytes);
+	rb = malloc(2 * bytes);
+	want = malloc(bytes);
+	if (!sb || !rb || !want) {
+		fprintf(stderr, "rank %d: out of memory\n", o->rank);
+		goto out;
+	}
+	for (kind = 0; kind < C_KINDS; kind++) {
+		int reduces = kind == C_AR || kind == C_REDUCE || kind == C_RS;
+		int rooted = kind == C_BCAST || kind == C_REDUCE;
+
+		calls = 0;
+		for (d = 0; d < 3; d++)
+		for (op = MLAP2P_SUM; op <= MLAP2P_MAX; op += 2)
+		for (t = 0; t < (rooted && o->nranks > 1 ? 2 : 1); t++)
+		for (ip = 0; ip < 2; ip++)
+		for (k = 0; k < o->nsizes; k++) {
+			if ((!reduces && op != MLAP2P_SUM) ||
+			    (kind == C_A2A && ip))
+				continue;
+			if (coll_one(comm, o, kind, dts[d], op, roots[t], ip,
+				     o->sizes[k], sb, rb, want))
+				goto out;
+			calls++;
+		}
+		printf("rank %d: ok %s (%d calls)\n", o->rank,
+		       coll_names[kind], calls);
+	}
+	rc = 0;
+out:
+	free(sb);
+	free(rb);
+	free(want);
+	return rc;
+}
+
 static int parse_list(const char *s, size_t *out, int max)
 {
 	char *end;
@@ -310,7 +507,7 @@ static unsigned int parse_protos(const char *s)
 
 static int usage(const char *argv0)
 {
-	fprintf(stderr, "usage: %s ring|stream|stall --nranks N --rank R --core C [--channels K] [--protos LL,LL128,SIMPLE] [--sizes a,b] [--iters I] [--bytes B] [--seconds S]\n",
+	fprintf(stderr, "usage: %s ring|stream|stall|coll --nranks N --rank R --core C [--channels K] [--protos LL,LL128,SIMPLE] [--sizes a,b] [--iters I] [--bytes B] [--seconds S]\n",
 		argv0);
 	return 2;
 }
@@ -337,8 +534,13 @@ int main(int argc, char **argv)
 	if (argc < 2)
 		return usage(argv[0]);
 	o.mode = argv[1];
-	memcpy(o.sizes, default_sizes, sizeof(default_sizes));
-	o.nsizes = sizeof(default_sizes) / sizeof(default_sizes[0]);
+	if (!strcmp(o.mode, "coll")) {
+		memcpy(o.sizes, coll_sizes, sizeof(coll_sizes));
+		o.nsizes = sizeof(coll_sizes) / sizeof(coll_sizes[0]);
+	} else {
+		memcpy(o.sizes, default_sizes, sizeof(default_sizes));
+		o.nsizes = sizeof(default_sizes) / sizeof(default_sizes[0]);
+	}
 	optind = 2;
 	while ((c = getopt_long(argc, argv, "", lo, NULL)) != -1) {
 		switch (c) {
@@ -365,7 +567,7 @@ int main(int argc, char **argv)
 	}
 	if (o.nranks < 1 || o.rank < 0 || o.rank >= o.nranks || o.core < 0 ||
 	    (strcmp(o.mode, "ring") && strcmp(o.mode, "stream") &&
-	     strcmp(o.mode, "stall")))
+	     strcmp(o.mode, "stall") && strcmp(o.mode, "coll")))
 		return usage(argv[0]);
 	if (!getenv("NCCL_COMM_ID")) {
 		fprintf(stderr, "net_helper: set NCCL_COMM_ID=<ip>:<port>\n");
@@ -382,7 +584,14 @@ int main(int argc, char **argv)
 			mlap2p_strerror(ret), mlap2p_last_error());
 		return 1;
 	}
-	ret = mlap2p_connect_ring(comm, o.channels);
+	/* coll: the collectives connect what they need themselves. */
+	rc = strcmp(o.mode, "coll") ? 0 : run_coll(comm, &o);
+	if (rc) {
+		mlap2p_comm_abort(comm);
+		return rc;
+	}
+	ret = strcmp(o.mode, "coll") ? mlap2p_connect_ring(comm, o.channels) :
+				       0;
 	if (!ret)
 		ret = mlap2p_ring_get(comm, 0, NULL, &prev, &next);
 	if (ret) {
@@ -398,6 +607,8 @@ int main(int argc, char **argv)
 
 	if (!strcmp(o.mode, "ring"))
 		rc = run_ring(comm, &o, prev, next);
+	else if (!strcmp(o.mode, "coll"))
+		rc = 0;	/* ran above */
 	else if (!strcmp(o.mode, "stall"))
 		rc = run_stall(comm, &o, prev, next);
 	else

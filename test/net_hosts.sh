@@ -12,6 +12,9 @@
 #                     the helpers' path lines and the NCCL_DEBUG=INFO lines),
 #                     and every protocol moves the data-plane test sizes
 #                     byte-exact.
+#   coll_2x2          the same 4 ranks run every collective (net_helper coll),
+#                     connecting on first use: each result checked, the
+#                     ring's same-host hops P2P and cross-host hops NET.
 #   p2p_disabled      NCCL_P2P_DISABLE=1 on host B: its pair falls through to
 #                     NET instead of failing; host A stays on P2P.
 #   cut_link          the ranks stream round the ring; the veth goes down
@@ -91,7 +94,7 @@ unshare --uts true 2>/dev/null || skip "unshare --uts is not permitted"
 logs=$(mktemp -d /tmp/net_hosts.XXXXXX)
 
 echo "TAP version 13"
-echo "1..3"
+echo "1..4"
 
 ok() {
 	ntest=$((ntest + 1))
@@ -193,20 +196,52 @@ expect_re() {
 	return 0
 }
 
+# start_2x2 TEST ARGS...: net_helper ARGS on ranks 0 and 1 on host A and
+# 2 and 3 on host B, rank r on core r % 2, logs $logs/TEST.r.
+start_2x2() {
+	local t=$1 i
+	shift
+	for i in 0 1 2 3; do
+		if [ $i -lt 2 ]; then
+			rank "$nsa" hosta $i $((i % 2)) "$logs/$t.$i" "$@"
+		else
+			rank "$nsb" hostb $i $((i % 2)) "$logs/$t.$i" "$@"
+		fi
+	done
+}
+
+# paths_2x2 TEST: the ring of start_2x2's ranks, in their path lines, is
+# P2P inside a host and NET across.
+paths_2x2() {
+	local bad=0
+	expect "$logs/$1.0" "path next=1 P2P/IPC" "0 -> 1 same host" || bad=1
+	expect "$logs/$1.1" "path next=2 NET" "1 -> 2 across hosts" || bad=1
+	expect "$logs/$1.2" "path next=3 P2P/IPC" "2 -> 3 same host" || bad=1
+	expect "$logs/$1.3" "path next=0 NET" "3 -> 0 across hosts" || bad=1
+	return $bad
+}
+
+# report TEST RES: ok, or not ok with each rank's log tail.
+report() {
+	local i
+	if [ "$2" = 0 ]; then
+		ok "$1"
+		return
+	fi
+	for i in 0 1 2 3; do
+		grep -v "NCCL INFO" "$logs/$1.$i" | tail -n 15 | sed "s/^/# $i: /"
+	done
+	not_ok "$1"
+}
+
 # ---- ring_2x2 ----
 t=ring_2x2
 common_env
-for r in 0 1 2 3; do
-	[ $r -lt 2 ] && { ns=$nsa; hn=hosta; } || { ns=$nsb; hn=hostb; }
-	rank "$ns" "$hn" $r $((r % 2)) "$logs/$t.$r" ring --channels 2
-done
+start_2x2 "$t" ring --channels 2
 res=0
 wait_ranks || res=1
 # P2P inside each host, NET across: the helpers' own view...
-expect "$logs/$t.0" "path next=1 P2P/IPC" "0 -> 1 same host" || res=1
-expect "$logs/$t.1" "path next=2 NET" "1 -> 2 across hosts" || res=1
-expect "$logs/$t.2" "path next=3 P2P/IPC" "2 -> 3 same host" || res=1
-expect "$logs/$t.3" "path next=0 NET" "3 -> 0 across hosts" || res=1
+paths_2x2 "$t" || res=1
 # ...and NCCL's INFO lines.
 expect "$logs/$t.0" "0\[0\] -> 1\[1\] via P2P/IPC" "INFO P2P line" || res=1
 expect "$logs/$t.1" "1\[1\] -> 2\[0\] \[send\] via NET/Libfabric/" "INFO NET send line" || res=1
@@ -220,12 +255,22 @@ for r in 0 1 2 3; do
 	done
 	expect "$logs/$t.$r" "rank $r: done" "clean destroy" || res=1
 done
-if [ $res = 0 ]; then
-	ok $t
-else
-	for r in 0 1 2 3; do grep -v "NCCL INFO" "$logs/$t.$r" | tail -n 15 | sed "s/^/# $r: /"; done
-	not_ok $t
-fi
+report "$t" $res
+
+# ---- coll_2x2 ----
+t=coll_2x2
+common_env
+start_2x2 "$t" coll
+res=0
+wait_ranks || res=1
+paths_2x2 "$t" || res=1
+for r in 0 1 2 3; do
+	for c in all_reduce broadcast reduce all_gather reduce_scatter all_to_all; do
+		expect "$logs/$t.$r" "rank $r: ok $c (" "$c" || res=1
+	done
+	expect "$logs/$t.$r" "rank $r: done" "clean destroy" || res=1
+done
+report "$t" $res
 
 # ---- p2p_disabled ----
 t=p2p_disabled
@@ -250,22 +295,14 @@ for r in 0 1 2 3; do
 	expect "$logs/$t.$r" "rank $r: ok SIMPLE 1048589" "data" || res=1
 	expect "$logs/$t.$r" "rank $r: done" "clean destroy" || res=1
 done
-if [ $res = 0 ]; then
-	ok $t
-else
-	for r in 0 1 2 3; do grep -v "NCCL INFO" "$logs/$t.$r" | tail -n 15 | sed "s/^/# $r: /"; done
-	not_ok $t
-fi
+report "$t" $res
 
 # ---- cut_link ----
 t=cut_link
 common_env
 export NCCL_DEBUG=WARN
 export MLAP2P_PEER_TIMEOUT=2s
-for r in 0 1 2 3; do
-	[ $r -lt 2 ] && { ns=$nsa; hn=hosta; } || { ns=$nsb; hn=hostb; }
-	rank "$ns" "$hn" $r $((r % 2)) "$logs/$t.$r" stream --bytes 262144 --seconds 90
-done
+start_2x2 "$t" stream --bytes 262144 --seconds 90
 res=0
 i=0
 while [ $i -lt 600 ]; do

@@ -179,53 +179,139 @@ static int pick_algo(struct cop *o)
 	return c->n == 2 && bytes <= c->oneshotMax ? ALGO_ONESHOT : ALGO_RING;
 }
 
-/* The 2-rank one-shot's data goes in a second message: which, or 0. */
-static int fast_split(struct cop *o)
-{
-	struct coll *c = o->c;
-	size_t bytes = o->count * o->es;
-	int p;
+/* The 2-rank fast path's scratch (once per communicator): the peer's
+ * data, then this rank's sent and own inputs premultiplied (AVG). */
+enum { FAST_PEER, FAST_SENT, FAST_OWN, FAST_PARTS };
 
-	if (oneshot_inline(o) || bytes > FAST_MAX ||
-	    (o->op == MLAP2P_AVG && is_float(o->dtype)))
-		return 0;
-	p = mlap2p_proto_for(c->api, bytes);
-	if (p != MLAP2P_PROTO_LL && p != MLAP2P_PROTO_LL128)
-		return 0;
+static char *fast_buf(struct coll *c, int part)
+{
 	if (!c->fast)
-		c->fast = malloc(FAST_MAX);	/* once per communicator */
-	return c->fast != NULL;
+		c->fast = malloc(FAST_PARTS * FAST_MAX);
+	return c->fast ? (char *)c->fast + (size_t)part * FAST_MAX : NULL;
 }
 
 /*
- * The small-message path: a blocking 2-rank one-shot all-reduce over the
- * data plane's latency path.  Up to INLINE_MAX bytes the header carries
- * the data; up to FAST_MAX (while LL or LL128 carries it) the data follows
- * the header at once, from the caller's buffer, rather than after the
- * preamble's round trip.  Ranks whose headers differ then fail with the
- * data message unread: a failed collective leaves the communicator
- * unusable anyway.  1 done (*ret says how), 0 not taken.
+ * Data of fewer than this many bytes (up to FAST_MAX + 1) goes in the
+ * fast path: its header and its data both leave before the peer
+ * receives either (mlap2p_dp_sends_ahead: LL or LL128, within the FIFO's
+ * steps), since both ranks send first.  The protocol and the steps grow
+ * with the size only through thresholds, so the sizes that qualify
+ * start at 0 (the scan stops at the first that does not: conservative).
+ * Kept until mlap2p_set_proto() changes the choice: asking
+ * mlap2p_proto_for() on every call took 132 of the 8-byte all-reduce's
+ * 940 or so instructions outside its waits (callgrind).
  */
-static int fast_allreduce(struct cop *o, int *ret)
+static size_t fast_end(struct coll *c)
+{
+	unsigned int e = mlap2p_dp_proto_epoch(c->api) + 1;
+	size_t b;
+	int p = 0;
+
+	if (c->fastEpoch == e)
+		return c->fastEnd;
+	for (b = 0; b <= FAST_MAX; b++) {
+		p = mlap2p_dp_sends_ahead(c->api, HDR_BYTES, b);
+		if (p != 1)
+			break;
+	}
+	if (p >= 0) {	/* an error (no link yet) is not kept */
+		c->fastEnd = b;
+		c->fastEpoch = e;
+	}
+	return b;
+}
+
+/* For a floating AVG, @x premultiplied into scratch part @part. */
+static const char *fast_contrib(struct cop *o, const char *x, int part)
+{
+	char *d;
+
+	if (!x || !avg_pre(o) || !o->count)
+		return x;
+	d = fast_buf(o->c, part);
+	mlap2p_premul(d, x, o->count, o->dtype, 1.0 / o->c->n);
+	return d;
+}
+
+/*
+ * The small-message path: a blocking collective on 2 ranks over the data
+ * plane's latency path, its data right behind its header rather than
+ * after the preamble's round trip.  The header carries an all-reduce's
+ * data up to INLINE_MAX bytes; else, up to FAST_MAX (while LL or LL128
+ * carries it), the data follows the header at once, from the caller's
+ * buffer.  On 2 ranks
+ * that is the whole collective, one step each way: the all-reduce's
+ * one-shot, and the one step of the others' rings, in their order of
+ * operations (<mlap2p/coll.h>): each rank sends the peer what it needs
+ * (all-reduce, all-gather: its input; reduce-scatter: the peer's block;
+ * broadcast: the root its input; reduce: the other rank its input).
+ * Ranks whose headers differ then fail with the data message unread: a
+ * failed collective leaves the communicator unusable anyway.  1 done
+ * (*ret says how), 0 not taken.
+ */
+static int fast_small(struct cop *o, int *ret)
 {
 	struct coll *c = o->c;
 	size_t bytes = o->count * o->es;
-	const void *a, *b;
-	int p, op, split;
+	int me = c->rank, peer = !me, op;
+	/* Data in the header only where the request path puts it there too
+	 * (the one-shot all-reduce's, pre_fill): a blocking call meets a
+	 * grouped or non-blocking one of the other rank, whose ring expects
+	 * the data in a message of its own. */
+	int inl = o->kind == K_ALL_REDUCE && bytes <= INLINE_MAX;
+	size_t end;
+	const char *snd = NULL, *own = NULL, *theirs;
+	char *dst = NULL;	/* where the peer's data goes */
 
-	if (c->n != 2 || o->algo != ALGO_ONESHOT)
+	if (c->n != 2 || o->kind == K_ALL_TO_ALL ||
+	    (o->kind == K_ALL_REDUCE && o->algo != ALGO_ONESHOT))
 		return 0;
-	p = mlap2p_proto_for(c->api, HDR_BYTES);
-	if (p != MLAP2P_PROTO_LL && p != MLAP2P_PROTO_LL128)
-		return 0;	/* a SIMPLE send would wait for the receive */
-	split = fast_split(o);
-	if (!split && !oneshot_inline(o))
+	/* Both ranks send first: nothing may wait for the receive. */
+	end = fast_end(c);
+	if (!end || (!inl && bytes >= end))
 		return 0;
-	o->hop = 0;
-	pre_fill(o);
+	if ((!inl || avg_pre(o)) && !fast_buf(c, 0))
+		return 0;
+	switch (o->kind) {
+	case K_ALL_REDUCE:
+		snd = own = o->in;
+		dst = fast_buf(c, FAST_PEER);
+		break;
+	case K_REDUCE_SCATTER:
+		snd = o->in + (size_t)peer * bytes;
+		own = o->in + (size_t)me * bytes;
+		dst = fast_buf(c, FAST_PEER);
+		break;
+	case K_ALL_GATHER:
+		snd = o->in;
+		dst = o->out + (size_t)peer * bytes;
+		break;
+	case K_BROADCAST:
+		if (me == o->root)
+			snd = o->in;
+		else
+			dst = o->out;
+		break;
+	case K_REDUCE:
+		if (me == o->root) {
+			own = o->in;
+			dst = fast_buf(c, FAST_PEER);
+		} else {
+			snd = o->in;
+		}
+		break;
+	}
+	own = own == snd ? fast_contrib(o, own, FAST_SENT) :
+			   fast_contrib(o, own, FAST_OWN);
+	snd = o->kind == K_ALL_REDUCE ? own : fast_contrib(o, snd, FAST_SENT);
+	memset(o->smsg, 0, HDR_BYTES);
+	o->smsg[0] = o->hdr[0];
+	o->smsg[1] = o->hdr[1];
+	if (snd && inl && bytes)
+		memcpy(&o->smsg[2], snd, bytes);
 	*ret = mlap2p_send(c->api, o->smsg, HDR_BYTES, c->next);
-	if (!*ret && split)
-		*ret = mlap2p_send(c->api, o->in, bytes, c->next);
+	if (!*ret && snd && !inl)
+		*ret = mlap2p_send(c->api, snd, bytes, c->next);
 	if (!*ret)
 		*ret = mlap2p_recv(c->api, o->rmsg, HDR_BYTES, c->prev);
 	if (*ret) {
@@ -236,31 +322,56 @@ static int fast_allreduce(struct cop *o, int *ret)
 		o->badA = c->prev;
 		o->descA[0] = o->rmsg[0];
 		o->descA[1] = o->rmsg[1];
-		o->badB = c->rank;
+		o->badB = me;
 		o->descB[0] = o->hdr[0];
 		o->descB[1] = o->hdr[1];
 		*ret = mismatch(o);
 		return 1;
 	}
-	if (split) {
-		*ret = mlap2p_recv(c->api, c->fast, bytes, c->prev);
+	if (dst && !inl) {
+		*ret = mlap2p_recv(c->api, dst, bytes, c->prev);
 		if (*ret) {
 			*ret = fail(o, *ret);
 			return 1;
 		}
-		a = c->rank ? c->fast : o->in;
-		b = c->rank ? o->in : c->fast;
-	} else {
-		a = c->rank ? &o->rmsg[2] : &o->smsg[2];
-		b = c->rank ? &o->smsg[2] : &o->rmsg[2];
 	}
+	theirs = inl ? (const char *)&o->rmsg[2] : dst;
+	op = o->op == MLAP2P_AVG ? MLAP2P_SUM : o->op;
 	if (o->count) {
-		/* In rank order, as oneshot_finish (dst may be an input). */
-		op = o->op == MLAP2P_AVG ? MLAP2P_SUM : o->op;
-		mlap2p_reduce2(o->out, a, b, o->count, o->dtype, op);
-		finalize(o, o->out, o->count);
+		switch (o->kind) {
+		case K_ALL_REDUCE:	/* rank order (dst may be an input) */
+			mlap2p_reduce2(o->out, me ? theirs : own,
+				       me ? own : theirs, o->count, o->dtype,
+				       op);
+			finalize(o, o->out, o->count);
+			break;
+		case K_REDUCE_SCATTER:	/* the ring's: the peer's, then ours */
+			mlap2p_reduce2(o->out, theirs, own, o->count,
+				       o->dtype, op);
+			finalize(o, o->out, o->count);
+			break;
+		case K_REDUCE:
+			if (me != o->root)
+				break;
+			mlap2p_reduce2(o->out, theirs, own, o->count,
+				       o->dtype, op);
+			finalize(o, o->out, o->count);
+			break;
+		case K_ALL_GATHER:
+			if (!o->inplace)
+				memcpy(o->out + (size_t)me * bytes, o->in, bytes);
+			if (inl)
+				memcpy(dst, theirs, bytes);
+			break;
+		case K_BROADCAST:
+			if (me == o->root && !o->inplace)
+				memcpy(o->out, o->in, bytes);
+			else if (me != o->root && inl)
+				memcpy(dst, theirs, bytes);
+			break;
+		}
 	}
-	coll_count(c, CW_ONESHOT);
+	coll_count(c, o->kind == K_ALL_REDUCE ? CW_ONESHOT : CW_RING);
 	*ret = 0;
 	return 1;
 }
@@ -400,7 +511,7 @@ static int coll_run(struct mlap2p_comm *api, struct cop *proto,
 		return 0;
 	}
 	nb_drain(c);
-	if (fast_allreduce(proto, &ret)) {
+	if (fast_small(proto, &ret)) {
 		mlap2p_comm_leave(comm);
 		return mlap2p_err(ret);
 	}

@@ -18,13 +18,14 @@
  * The preamble.  On 2 ranks: one 32-byte message each way, the header
  * {seq | root | kind | dtype | op | algo, count} (+ up to 16 data bytes
  * for the one-shot all-reduce, so that an 8-byte all-reduce is one LL
- * message each way and one add).  On n >= 3: n - 1 hops around the ring
- * (hop 0: the 32-byte header to next; hops 1..n-2: 64 bytes, the
- * sender's header, the first mismatch it knows of and its direct run,
- * direct.c), so that every rank learns of any mismatch before anything
- * else moves: a ring has at least two edges where neighbours differ,
- * and each finding travels n - 2 hops.  Every first message is 32 bytes
- * whatever the call, so ranks that disagree still read whole messages.
+ * message each way and one add; a blocking call sends the other
+ * collectives' data right behind it, api.c's fast_small).  On n >= 3: n - 1 hops around the ring (hop 0: the
+ * 32-byte header to next; hops 1..n-2: 64 bytes, the sender's header,
+ * the first mismatch it knows of and its direct run, direct.c), so that
+ * every rank learns of any mismatch before anything else moves: a ring
+ * has at least two edges where neighbours differ, and each finding
+ * travels n - 2 hops.  Every first message is 32 bytes whatever the
+ * call, so ranks that disagree still read whole messages.
  *
  * The ring data phase.  A collective is cut into units; unit u of the
  * sender's sends to next is unit u of the receiver's receives from prev
@@ -84,9 +85,10 @@ enum { CW_RING, CW_ONESHOT, CW_PAIRS, CW_MAP, CW_CMA, CW_N };
 
 #define HDR_BYTES	32	/* every first message */
 #define STAT_BYTES	64	/* preamble hops 1..n-2 */
-#define INLINE_MAX	16	/* data bytes a 2-rank header carries */
-#define FAST_MAX	4096	/* the 2-rank one-shot's data sent right
-				 * after its header (api.c) */
+#define INLINE_MAX	16	/* data bytes a 2-rank one-shot all-reduce's
+				 * header carries */
+#define FAST_MAX	4096	/* a 2-rank blocking call's data sent
+				 * right after its header (api.c) */
 #define NSLOTS		4	/* scratch receive slots */
 #define WIN		8	/* requests in flight per direction */
 #define DEF_CHUNK	(2UL << 20)
@@ -130,7 +132,10 @@ struct coll {
 	int allPeers;			/* every pair connected */
 	char *scratch;
 	size_t scratchBytes;
-	void *fast;			/* FAST_MAX bytes: the peer's data */
+	void *fast;			/* 3 x FAST_MAX (api.c's fast_buf) */
+	size_t fastEnd;			/* data below this many bytes may go
+					 * the fast path (api.c's fast_end) */
+	unsigned int fastEpoch;		/* ... of this proto epoch, + 1 */
 	int scratchMem;			/* from mlap2p_mem_alloc */
 	struct dpeer *dx;		/* [n], the direct all-reduce's */
 	long peerTimeoutMs;

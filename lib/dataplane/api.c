@@ -256,6 +256,54 @@ int mlap2p_dp_nt_min(struct mlap2p_comm *api, uint64_t *bytes)
 	return 0;
 }
 
+/* FIFO steps a message of @bytes takes on @k now (more than NCCL_STEPS
+ * counts as NCCL_STEPS + 1), 0 if it goes SIMPLE (a SIMPLE send waits
+ * for its receive), -errno. */
+static int dp_fifo_steps(struct dp *dp, const struct dp_link *k,
+			 size_t bytes)
+{
+	int proto = dp_pick(dp, k, bytes);
+	size_t per;
+
+	if (proto < 0 || proto == NCCL_PROTO_SIMPLE)
+		return proto < 0 ? proto : 0;
+	per = mlap2p_proto_step_bytes(&k->l, proto);
+	if (!per)
+		return 0;
+	return bytes ? (int)mlap2p_min((bytes + per - 1) / per,
+				       NCCL_STEPS + 1) : 1;
+}
+
+int mlap2p_dp_sends_ahead(struct mlap2p_comm *api, size_t first,
+			  size_t second)
+{
+	struct dp_link *k = NULL;
+	struct dp *dp;
+	int ret, peer, a, b;
+
+	ret = dp_enter(api, &dp);
+	if (ret)
+		return ret;
+	/* Any connected link will do: buffer sizes are per comm. */
+	for (peer = 0; peer < dp->comm->nRanks && !k; peer++)
+		if (peer != dp->comm->rank)
+			k = dp_link(dp, peer, 1, &ret, 1);
+	a = k ? dp_fifo_steps(dp, k, first) : -ENOTCONN;
+	b = k ? dp_fifo_steps(dp, k, second) : -ENOTCONN;
+	dp_out(dp);
+	if (a < 0 || b < 0)
+		return a < 0 ? a : b;
+	/* One step to spare: the LL wrap step, which carries nothing. */
+	return a && b && a + b + 1 <= NCCL_STEPS;
+}
+
+unsigned int mlap2p_dp_proto_epoch(struct mlap2p_comm *api)
+{
+	const struct dp *dp = mlap2p_nccl(api)->dp;
+
+	return dp ? __atomic_load_n(&dp->protoEpoch, __ATOMIC_RELAXED) : 0;
+}
+
 int mlap2p_dp_syscall_dear(struct mlap2p_comm *api, int *dear)
 {
 	const struct ncclComm *comm;
@@ -569,6 +617,8 @@ MLAP2P_EXPORT int mlap2p_set_proto(struct mlap2p_comm *api, int proto)
 	if (ret)
 		return mlap2p_err(ret);
 	dp->proto = proto;
+	__atomic_store_n(&dp->protoEpoch, dp->protoEpoch + 1,
+			 __ATOMIC_RELAXED);
 	dp_for_each_link(dp, c, i, k)
 		dp_small_ranges(dp, k);
 	dp_out(dp);

@@ -35,6 +35,21 @@ int mlap2p_dp_group_wait(int err);
 /* MLAP2P_NT_MIN as the data plane read it (0: never) into *@bytes.
  * 0 or -errno. */
 int mlap2p_dp_nt_min(struct mlap2p_comm *api, uint64_t *bytes);
+/*
+ * 1 when two messages of @first and @second bytes, sent in a row to a
+ * peer, both complete before the peer receives either: neither goes
+ * SIMPLE (whose send waits for its receive) and their LL or LL128 steps
+ * fit the FIFO's NCCL_STEPS.  0 when not, -errno (no link yet).
+ */
+int mlap2p_dp_sends_ahead(struct mlap2p_comm *api, size_t first,
+			  size_t second);
+/*
+ * A number that changes when mlap2p_proto_for()'s answers may
+ * (mlap2p_set_proto()), so that a layer above may keep them under it.
+ * Cheap (no enter): for a caller inside the communicator (the
+ * collectives, between mlap2p_comm_enter and leave).
+ */
+unsigned int mlap2p_dp_proto_epoch(struct mlap2p_comm *api);
 /* 1 into *@dear when MLAP2P_CMA is auto and a system call costs
  * MLAP2P_CMA_SYSCALL_NS or more on some rank (the dearest of them all, so
  * every rank gets the same answer), else 0.  0 or -errno. */

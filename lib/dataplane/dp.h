@@ -101,6 +101,7 @@ struct dp {
 	struct dp_link **links;		/* [2 * peer + send], into chan[] */
 	struct dp_link *active;
 	int proto;			/* forced, or MLAP2P_PROTO_AUTO */
+	unsigned int protoEpoch;	/* mlap2p_set_proto() calls so far */
 	unsigned int protoMask;		/* NCCL_PROTO */
 	uint64_t llMax, ll128Max, chunk;
 	int noDirect;
