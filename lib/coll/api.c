@@ -193,8 +193,8 @@ static char *fast_buf(struct coll *c, int part)
 /*
  * Data of fewer than this many bytes (up to FAST_MAX + 1) goes in the
  * fast path: its header and its data both leave before the peer
- * receives either (mlap2p_dp_sends_ahead: LL or LL128, within the FIFO's
- * steps), since both ranks send first.  The protocol and the steps grow
+ * receives either (mlap2p_dp_sends_ahead_end: LL or LL128, within the
+ * FIFO's steps), since both ranks send first.  The protocol and the steps grow
  * with the size only through thresholds, so the sizes that qualify
  * start at 0 (the scan stops at the first that does not: conservative).
  * Kept until mlap2p_set_proto() changes the choice: asking
@@ -204,21 +204,16 @@ static char *fast_buf(struct coll *c, int part)
 static size_t fast_end(struct coll *c)
 {
 	unsigned int e = mlap2p_dp_proto_epoch(c->api) + 1;
-	size_t b;
-	int p = 0;
+	int end;
 
 	if (c->fastEpoch == e)
 		return c->fastEnd;
-	for (b = 0; b <= FAST_MAX; b++) {
-		p = mlap2p_dp_sends_ahead(c->api, HDR_BYTES, b);
-		if (p != 1)
-			break;
-	}
-	if (p >= 0) {	/* an error (no link yet) is not kept */
-		c->fastEnd = b;
-		c->fastEpoch = e;
-	}
-	return b;
+	end = mlap2p_dp_sends_ahead_end(c->api, HDR_BYTES, FAST_MAX);
+	if (end < 0)	/* an error (no link yet) is not kept */
+		return 0;
+	c->fastEnd = (size_t)end;
+	c->fastEpoch = e;
+	return c->fastEnd;
 }
 
 /* For a floating AVG, @x premultiplied into scratch part @part. */

@@ -256,6 +256,19 @@ int mlap2p_dp_nt_min(struct mlap2p_comm *api, uint64_t *bytes)
 	return 0;
 }
 
+/* A connected send link (any will do: buffer sizes are per comm), or
+ * NULL. */
+static const struct dp_link *dp_any_link(struct dp *dp)
+{
+	struct dp_link *k = NULL;
+	int peer, err;
+
+	for (peer = 0; peer < dp->comm->nRanks && !k; peer++)
+		if (peer != dp->comm->rank)
+			k = dp_link(dp, peer, 1, &err, 1);
+	return k;
+}
+
 /* FIFO steps a message of @bytes takes on @k now (more than NCCL_STEPS
  * counts as NCCL_STEPS + 1), 0 if it goes SIMPLE (a SIMPLE send waits
  * for its receive), -errno. */
@@ -274,27 +287,29 @@ static int dp_fifo_steps(struct dp *dp, const struct dp_link *k,
 				       NCCL_STEPS + 1) : 1;
 }
 
-int mlap2p_dp_sends_ahead(struct mlap2p_comm *api, size_t first,
-			  size_t second)
+int mlap2p_dp_sends_ahead_end(struct mlap2p_comm *api, size_t first,
+			      int max)
 {
-	struct dp_link *k = NULL;
+	const struct dp_link *k;
 	struct dp *dp;
-	int ret, peer, a, b;
+	int ret, a, b, steps = 0;
 
 	ret = dp_enter(api, &dp);
 	if (ret)
 		return ret;
-	/* Any connected link will do: buffer sizes are per comm. */
-	for (peer = 0; peer < dp->comm->nRanks && !k; peer++)
-		if (peer != dp->comm->rank)
-			k = dp_link(dp, peer, 1, &ret, 1);
+	k = dp_any_link(dp);
 	a = k ? dp_fifo_steps(dp, k, first) : -ENOTCONN;
-	b = k ? dp_fifo_steps(dp, k, second) : -ENOTCONN;
+	for (b = 0; a > 0 && b <= max; b++) {
+		steps = dp_fifo_steps(dp, k, (size_t)b);
+		/* One step to spare: the LL wrap step, which carries
+		 * nothing. */
+		if (steps <= 0 || a + steps + 1 > NCCL_STEPS)
+			break;
+	}
 	dp_out(dp);
-	if (a < 0 || b < 0)
-		return a < 0 ? a : b;
-	/* One step to spare: the LL wrap step, which carries nothing. */
-	return a && b && a + b + 1 <= NCCL_STEPS;
+	if (a <= 0)
+		return a < 0 ? a : 0;
+	return steps < 0 ? steps : b;
 }
 
 unsigned int mlap2p_dp_proto_epoch(struct mlap2p_comm *api)
@@ -627,17 +642,14 @@ MLAP2P_EXPORT int mlap2p_set_proto(struct mlap2p_comm *api, int proto)
 
 MLAP2P_EXPORT int mlap2p_proto_for(struct mlap2p_comm *api, size_t bytes)
 {
-	struct dp_link *k = NULL;
+	const struct dp_link *k;
 	struct dp *dp;
-	int ret, peer;
+	int ret;
 
 	ret = dp_enter(api, &dp);
 	if (ret)
 		return mlap2p_err(ret);
-	/* Any connected link will do: buffer sizes are per comm. */
-	for (peer = 0; peer < dp->comm->nRanks && !k; peer++)
-		if (peer != dp->comm->rank)
-			k = dp_link(dp, peer, 1, &ret, 1);
+	k = dp_any_link(dp);
 	ret = k ? dp_pick(dp, k, bytes) : -ENOTCONN;
 	dp_out(dp);
 	return ret < 0 ? mlap2p_err(ret) : ret;

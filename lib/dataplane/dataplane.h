@@ -36,13 +36,15 @@ int mlap2p_dp_group_wait(int err);
  * 0 or -errno. */
 int mlap2p_dp_nt_min(struct mlap2p_comm *api, uint64_t *bytes);
 /*
- * 1 when two messages of @first and @second bytes, sent in a row to a
- * peer, both complete before the peer receives either: neither goes
+ * Sending a message of @first bytes and then one of b bytes to a peer,
+ * both complete before the peer receives either when neither goes
  * SIMPLE (whose send waits for its receive) and their LL or LL128 steps
- * fit the FIFO's NCCL_STEPS.  0 when not, -errno (no link yet).
+ * fit the FIFO's NCCL_STEPS.  The least b in [0, @max] for which they
+ * would not, @max + 1 when none, 0 when the first alone would wait;
+ * -errno (no link yet).
  */
-int mlap2p_dp_sends_ahead(struct mlap2p_comm *api, size_t first,
-			  size_t second);
+int mlap2p_dp_sends_ahead_end(struct mlap2p_comm *api, size_t first,
+			      int max);
 /*
  * A number that changes when mlap2p_proto_for()'s answers may
  * (mlap2p_set_proto()), so that a layer above may keep them under it.
