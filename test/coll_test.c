@@ -1109,8 +1109,21 @@ static int args_body(struct job *j, int rank, struct mlap2p_comm *comm)
 		return 40;
 	/* Nothing moved: a valid call with count 0 and NULL buffers works. */
 	if (mlap2p_all_reduce(comm, NULL, NULL, 0, MLAP2P_FLOAT32, MLAP2P_SUM) ||
-	    mlap2p_all_gather(comm, NULL, NULL, 0, MLAP2P_INT8))
+	    mlap2p_all_gather(comm, NULL, NULL, 0, MLAP2P_INT8) ||
+	    mlap2p_reduce_scatter(comm, NULL, NULL, 0, MLAP2P_FLOAT32,
+				  MLAP2P_SUM) ||
+	    mlap2p_reduce(comm, NULL, NULL, 0, MLAP2P_FLOAT32, MLAP2P_SUM, 0) ||
+	    mlap2p_broadcast(comm, NULL, NULL, 0, MLAP2P_FLOAT32, 1))
 		return 41;
+	/* ... whichever ranks pass buffers: nothing is sent after the header
+	 * (the calls below would see a stray message). */
+	if (mlap2p_all_gather(comm, rank ? b : NULL, rank ? b : NULL, 0,
+			      MLAP2P_FLOAT32) ||
+	    mlap2p_broadcast(comm, rank ? NULL : b, rank ? b : NULL, 0,
+			     MLAP2P_FLOAT32, 0) ||
+	    mlap2p_reduce(comm, rank ? NULL : b, rank ? b : NULL, 0,
+			  MLAP2P_FLOAT32, MLAP2P_SUM, 1))
+		return 44;
 	/* Only the root's sendbuf and recvbuf matter. */
 	b[0] = 3.0f;
 	if (mlap2p_broadcast(comm, rank ? NULL : b, b + 1, 1, MLAP2P_FLOAT32, 0) ||
@@ -1282,7 +1295,7 @@ static int meet_start(struct mlap2p_comm *comm, int kind, const void *s,
 
 static int meet_body(struct job *j, int rank, struct mlap2p_comm *comm)
 {
-	static const size_t counts[] = { 1, 4, 5, 300, 1024, 1100 };
+	static const size_t counts[] = { 0, 1, 4, 5, 300, 1024, 1100 };
 	const int odd = *(const int *)j->arg;
 	static int32_t s[2][2200], r[2][2200];
 	int kind, k, pass, ret, end;
@@ -1290,7 +1303,7 @@ static int meet_body(struct job *j, int rank, struct mlap2p_comm *comm)
 
 	for (pass = 0; pass < 2; pass++)
 	for (kind = C_AR; kind <= C_RS; kind++)
-	for (k = 0; k < 6; k++) {
+	for (k = 0; k < 7; k++) {
 		size_t c = counts[k];
 		struct mlap2p_request *req = NULL;
 

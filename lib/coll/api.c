@@ -252,8 +252,10 @@ static int fast_small(struct cop *o, int *ret)
 	/* Data in the header only where the request path puts it there too
 	 * (the one-shot all-reduce's, pre_fill): a blocking call meets a
 	 * grouped or non-blocking one of the other rank, whose ring expects
-	 * the data in a message of its own. */
-	int inl = o->kind == K_ALL_REDUCE && bytes <= INLINE_MAX;
+	 * the data in a message of its own.  A count of 0 is the header
+	 * alone, as on the ring (which sends no step): whether a buffer
+	 * pointer is NULL must not decide what goes on the wire. */
+	int inl = (o->kind == K_ALL_REDUCE && bytes <= INLINE_MAX) || !bytes;
 	size_t end;
 	const char *snd = NULL, *own = NULL, *theirs;
 	char *dst = NULL;	/* where the peer's data goes */
