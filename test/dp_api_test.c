@@ -1775,6 +1775,88 @@ TEST_F_TIMEOUT(solo, group_over_two_comms, 90)
 }
 
 /*
+ * Small sends in a group leave at once where the link is idle and has
+ * credit (the latency path), else as records the group's end waits for;
+ * either way they arrive in the order posted: 12 LL sends (the FIFO has
+ * NCCL_STEPS steps, and the receiver starts only after all 12 are
+ * posted), then a 1 MiB send followed by an LL and an LL128 one (queued
+ * behind it), then 200 exchanges of 8 bytes in a group each way.
+ */
+#define GS_N	12
+#define GS_BIG	(1 << 20)
+
+static int group_small_body(struct job *j, int rank, struct mlap2p_comm *comm)
+{
+	static const size_t after[] = { 16, 200 };
+	unsigned char *big = malloc(GS_BIG), small[GS_N][256];
+	uint64_t out, in;
+	int ret = 0, i, other = !rank;
+
+	if (!big || mlap2p_connect_peers(comm, 1, 1, &other, 1, &other)) {
+		free(big);
+		return 110;
+	}
+	if (!rank) {
+		ret = mlap2p_group_start();
+		for (i = 0; !ret && i < GS_N; i++) {
+			fill(small[i], 8 * (i + 1), 110 + i);
+			ret = mlap2p_send(comm, small[i], 8 * (i + 1), 1);
+		}
+		if (job_post(j, 0))
+			ret = ret ? ret : -EIO;
+		i = mlap2p_group_end();
+		if (ret || i)
+			ret = 111;
+		fill(big, GS_BIG, 130);
+		fill(small[0], after[0], 131);
+		fill(small[1], after[1], 132);
+		if (!ret && (mlap2p_group_start() ||
+			     mlap2p_send(comm, big, GS_BIG, 1) ||
+			     mlap2p_send(comm, small[0], after[0], 1) ||
+			     mlap2p_send(comm, small[1], after[1], 1) ||
+			     mlap2p_group_end()))
+			ret = 112;
+	} else {
+		if (job_wait_post(j, 0, 0))
+			ret = 113;
+		for (i = 0; !ret && i < GS_N; i++)
+			if (mlap2p_recv(comm, small[i], 8 * (i + 1), 0) ||
+			    wrong(small[i], 8 * (i + 1), 110 + i)) {
+				fprintf(stderr, "# message %d of the group\n", i);
+				ret = 114;
+			}
+		if (!ret && (mlap2p_recv(comm, big, GS_BIG, 0) ||
+			     wrong(big, GS_BIG, 130)))
+			ret = 115;
+		for (i = 0; !ret && i < 2; i++)
+			if (mlap2p_recv(comm, small[i], after[i], 0) ||
+			    wrong(small[i], after[i], 131 + i))
+				ret = 116 + i;
+	}
+	for (i = 0; !ret && i < 200; i++) {
+		out = 1000 * (uint64_t)rank + (uint64_t)i;
+		in = 0;
+		if (mlap2p_group_start() || mlap2p_send(comm, &out, 8, !rank) ||
+		    mlap2p_recv(comm, &in, 8, !rank) || mlap2p_group_end() ||
+		    in != 1000 * (uint64_t)!rank + (uint64_t)i) {
+			fprintf(stderr, "# rank %d: exchange %d got %llu\n",
+				rank, i, (unsigned long long)in);
+			ret = 118;
+		}
+	}
+	free(big);
+	return ret;
+}
+
+TEST_F_TIMEOUT(solo, group_small_sends_in_order, 60)
+{
+	struct job j = { .n = 2, .cores = { 0, 4 },
+			 .fn = group_small_body };
+
+	ASSERT_EQ(0, job_run(&j, 50));
+}
+
+/*
  * An abort from another thread while the group's end runs, after each of
  * a range of delays: the end returns 0 with every byte exact, or
  * -ECANCELED, and touches nothing of the freed communicator (ASan, TSan

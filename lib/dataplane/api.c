@@ -385,7 +385,11 @@ static int dp_blocking(struct mlap2p_comm *api, int send, void *buf,
  * the active links.  1 if it did; 0 sends everything else (no credit,
  * a receive not there within the tight spin, any error) to dp_blocking(),
  * which does the same the long way and owns the abort, liveness and error
- * reporting.
+ * reporting.  Inside a group a send takes it too: it never waits (no
+ * credit is a 0), and on an idle link it goes where the group's record
+ * would have been queued, first; so an exchange in a group allocates a
+ * record for its receive only.  A receive in a group must wait for the
+ * group's end (its peer may send after receiving).
  */
 static inline __attribute__((always_inline)) int
 dp_small(struct mlap2p_comm *api, int send, void *buf,
@@ -397,7 +401,7 @@ dp_small(struct mlap2p_comm *api, int send, void *buf,
 	uint32_t n, polls;
 	int done, ll;
 
-	if (!api || group_depth || (!buf && bytes))
+	if (!api || (group_depth && !send) || (!buf && bytes))
 		return 0;
 	comm = mlap2p_nccl(api);
 	dp = comm->dp;
