@@ -1780,7 +1780,9 @@ TEST_F_TIMEOUT(solo, group_over_two_comms, 90)
  * either way they arrive in the order posted: 12 LL sends (the FIFO has
  * NCCL_STEPS steps, and the receiver starts only after all 12 are
  * posted), then a 1 MiB send followed by an LL and an LL128 one (queued
- * behind it), then 200 exchanges of 8 bytes in a group each way.
+ * behind it), then 200 exchanges of 8 bytes in a group each way, and one
+ * more whose send is done before the group's end (destroy says the group
+ * holds one operation, the receive).
  */
 #define GS_N	12
 #define GS_BIG	(1 << 20)
@@ -1844,6 +1846,23 @@ static int group_small_body(struct job *j, int rank, struct mlap2p_comm *comm)
 			ret = 118;
 		}
 	}
+	/* The small send is done inside the call: the group holds only the
+	 * receive (docs/libmlap2p.3, groups). */
+	out = 7 + (uint64_t)rank;
+	in = 0;
+	if (!ret && (mlap2p_group_start() || mlap2p_send(comm, &out, 8, !rank) ||
+		     mlap2p_recv(comm, &in, 8, !rank)))
+		ret = 119;
+	if (!ret && mlap2p_comm_destroy(comm) != -EBUSY)
+		ret = 120;
+	if (!ret && !strstr(mlap2p_last_error(),
+			    "an open group holds 1 operation(s)")) {
+		fprintf(stderr, "# rank %d: \"%s\"\n", rank,
+			mlap2p_last_error());
+		ret = 121;
+	}
+	if (!ret && (mlap2p_group_end() || in != 7 + (uint64_t)!rank))
+		ret = 122;
 	free(big);
 	return ret;
 }
